@@ -1,0 +1,33 @@
+"""rlfast: PyTorch-native RL training with a C++ asynchronous environment engine."""
+
+from typing import Any, Optional
+
+from rlfast.envpool import EnvError, EnvPool, PoolStateError, list_envs
+from rlfast.gym_adapter import GymnasiumVectorEnv
+
+__version__ = "0.1.0"
+
+__all__ = ["EnvError", "EnvPool", "GymnasiumVectorEnv", "PoolStateError", "list_envs", "make", "make_gymnasium"]
+
+
+def make(
+    task_id: str,
+    num_envs: int,
+    batch_size: Optional[int] = None,
+    num_threads: Optional[int] = None,
+    seed: int = 0,
+    **kwargs: Any,
+) -> EnvPool:
+    """Creates a pool of ``num_envs`` envs of ``task_id`` (see ``list_envs()``).
+
+    ``batch_size`` < ``num_envs`` selects async mode; ``num_threads`` defaults to
+    min(cores, num_envs). Other keywords: ``seeds``, ``max_episode_steps``,
+    ``autoreset_mode`` ("next_step" | "same_step"), ``thread_affinity_offset``,
+    ``pin_memory``, and the env's own options (e.g. ``sutton_barto_reward``).
+    """
+    return EnvPool(task_id, num_envs, batch_size=batch_size, num_threads=num_threads, seed=seed, **kwargs)
+
+
+def make_gymnasium(task_id: str, num_envs: int, seed: int = 0, **kwargs: Any) -> GymnasiumVectorEnv:
+    """A gymnasium ``VectorEnv`` (numpy in and out) over a sync pool."""
+    return GymnasiumVectorEnv(EnvPool(task_id, num_envs, seed=seed, **kwargs))

@@ -1,0 +1,155 @@
+// Copyright rlfast authors.
+#ifndef RLFAST_CSRC_CORE_ENV_POOL_H_
+#define RLFAST_CSRC_CORE_ENV_POOL_H_
+
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "rlfast/csrc/core/env.h"
+#include "rlfast/csrc/core/pool.h"
+
+namespace rlfast::core {
+
+/// The pool for one environment type: owns `num_envs` Env instances and implements the
+/// worker side of the data path (Process). Everything type-independent is in Pool.
+template <class Env>
+class EnvPool : public Pool {
+ public:
+  using Config = typename Env::Config;
+  using Obs = typename Env::Obs;
+  using Action = typename Env::Action;
+
+  EnvPool(std::string task_id, const PoolConfig& pool_config, const Config& env_config)
+      : Pool(std::move(task_id), pool_config, Env::Spec(env_config)),
+        elapsed_(config_.num_envs, 0),
+        episode_return_(config_.num_envs, 0.0),
+        needs_reset_(config_.num_envs, 1) {
+    static_assert(std::is_same_v<Action, int32_t> || std::is_same_v<Action, float>,
+                  "Env::Action must be int32_t (discrete) or float (Box)");
+    envs_.reserve(config_.num_envs);
+    for (int i = 0; i < config_.num_envs; ++i) {
+      envs_.push_back(std::make_unique<Env>(env_config, SeedFor(i)));
+    }
+  }
+
+  ~EnvPool() override { Close(); }
+
+#ifdef RLFAST_TEST_HOOKS
+  std::vector<double> DebugGetState(int env_id) const override {
+    CheckIdle(env_id, "get_state");
+    return envs_[env_id]->GetState();
+  }
+  void DebugSetState(int env_id, const std::vector<double>& state) override {
+    CheckIdle(env_id, "set_state");
+    envs_[env_id]->SetState(state);
+  }
+#endif
+
+ protected:
+  void SeedEnv(int env_id, uint64_t seed) override {
+    envs_[env_id]->Seed(seed);
+    needs_reset_[env_id] = 1;
+  }
+
+  /// Worker thread. The env is stepped before its slot is claimed, so in async mode a
+  /// slot goes to whichever env finishes first; the result is then written in place.
+  void Process(const ActionItem& item) override {
+    const int id = item.env_id;
+    Env& env = *envs_[id];
+    StepResult r;
+    bool reset = item.reset || needs_reset_[id];
+    bool failed = false;
+    try {
+      if (reset) {
+        env.Reset();
+      } else {
+        r = env.Step(ActionOf(id));
+      }
+    } catch (const std::exception& e) {
+      RecordError(id, e.what());
+      failed = true;
+    } catch (...) {
+      RecordError(id, "unknown C++ exception");
+      failed = true;
+    }
+    if (reset && !failed) {
+      elapsed_[id] = 0;
+      episode_return_[id] = 0.0;
+      needs_reset_[id] = 0;
+    } else if (!failed) {
+      ++elapsed_[id];
+      episode_return_[id] += r.reward;
+      r.truncated = r.truncated || elapsed_[id] >= config_.max_episode_steps;
+    }
+    StateBufferQueue::SlotRef ref = states_.Claim(id);
+    const int b = ref.block, s = ref.slot;
+    *reinterpret_cast<float*>(SlotPtr(kReward, b, s)) = r.reward;
+    *reinterpret_cast<bool*>(SlotPtr(kTerminated, b, s)) = r.terminated;
+    *reinterpret_cast<bool*>(SlotPtr(kTruncated, b, s)) = r.truncated;
+    *reinterpret_cast<int32_t*>(SlotPtr(kEnvId, b, s)) = id;
+    *reinterpret_cast<int32_t*>(SlotPtr(kElapsedStep, b, s)) = elapsed_[id];
+    *reinterpret_cast<float*>(SlotPtr(kEpisodeReturn, b, s)) =
+        static_cast<float>(episode_return_[id]);
+    *reinterpret_cast<int32_t*>(SlotPtr(kEpisodeLength, b, s)) = elapsed_[id];
+    Obs* obs = reinterpret_cast<Obs*>(SlotPtr(kObs, b, s));
+    if (failed) {
+      std::memset(obs, 0, fields_[kObs].NumBytes());
+      needs_reset_[id] = 1;
+    } else {
+      try {
+        WriteResult(env, id, r.terminated || r.truncated, obs, b, s);
+      } catch (const std::exception& e) {
+        RecordError(id, e.what());
+        needs_reset_[id] = 1;
+      }
+    }
+    states_.Commit(b);
+  }
+
+ private:
+  const Action* ActionOf(int id) const {
+    if constexpr (std::is_same_v<Action, int32_t>) {
+      return DiscreteAction(id);
+    } else {
+      return BoxAction(id);
+    }
+  }
+
+  /// Writes obs/info of the current state, handling the episode end per autoreset mode.
+  void WriteResult(Env& env, int id, bool done, Obs* obs, int b, int s) {
+    InfoOut info;
+    for (std::size_t k = 0; k < spec_.info.size(); ++k) {
+      info.ptrs_[k] = SlotPtr(kNumCommonFields + static_cast<int>(k), b, s);
+    }
+    env.WriteInfo(info);
+    if (!done) {
+      env.WriteObs(obs);
+    } else if (final_obs_field_ < 0) {
+      // Next-step autoreset (gymnasium 1.x default): the next send resets this env.
+      env.WriteObs(obs);
+      needs_reset_[id] = 1;
+    } else {
+      // Same-step autoreset: the final observation goes to info, obs starts a new episode.
+      env.WriteObs(reinterpret_cast<Obs*>(SlotPtr(final_obs_field_, b, s)));
+      env.Reset();
+      env.WriteObs(obs);
+      elapsed_[id] = 0;
+      episode_return_[id] = 0.0;
+    }
+  }
+
+  std::vector<std::unique_ptr<Env>> envs_;
+  // Per-env episode state, touched only by the worker currently running that env.
+  std::vector<int32_t> elapsed_;
+  std::vector<double> episode_return_;
+  std::vector<uint8_t> needs_reset_;
+};
+
+}  // namespace rlfast::core
+
+#endif  // RLFAST_CSRC_CORE_ENV_POOL_H_

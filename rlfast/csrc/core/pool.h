@@ -1,0 +1,174 @@
+// Copyright rlfast authors.
+#ifndef RLFAST_CSRC_CORE_POOL_H_
+#define RLFAST_CSRC_CORE_POOL_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "rlfast/csrc/core/action_buffer_queue.h"
+#include "rlfast/csrc/core/spec.h"
+#include "rlfast/csrc/core/state_buffer_queue.h"
+#include "rlfast/csrc/core/thread_pool.h"
+
+namespace rlfast::core {
+
+/// send/recv used in an order that cannot work (Python: rlfast.PoolStateError).
+class PoolStateError : public std::logic_error {
+ public:
+  using std::logic_error::logic_error;
+};
+
+/// An environment raised inside a worker; re-raised at recv (Python: rlfast.EnvError).
+class EnvError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class AutoresetMode { kNextStep, kSameStep };
+
+/// Options common to every pool (the env's own options live in its Config struct).
+struct PoolConfig {
+  int num_envs = 1;
+  int batch_size = 0;   ///< 0: num_envs (sync mode).
+  int num_threads = 0;  ///< 0: min(cores, num_envs).
+  uint64_t seed = 0;
+  std::vector<uint64_t> seeds;  ///< Per-env seeds; empty: seed + env_id.
+  int max_episode_steps = 0;    ///< 0: the env's default.
+  AutoresetMode autoreset_mode = AutoresetMode::kNextStep;
+  int thread_affinity_offset = -1;  ///< >= 0 pins worker i to CPU offset + i.
+};
+
+/// Indices of the common per-slot output fields; env info fields follow, then final_obs
+/// (same-step autoreset only).
+enum Field : int {
+  kObs = 0,
+  kReward,
+  kTerminated,
+  kTruncated,
+  kEnvId,
+  kElapsedStep,
+  kEpisodeReturn,
+  kEpisodeLength,
+  kNumCommonFields
+};
+
+/// A batch of actions as handed over by the binding: `n` rows of `row_size` elements.
+struct ActionArray {
+  const void* data = nullptr;
+  DType dtype = DType::kFloat32;
+  int64_t n = 0;
+  int64_t row_size = 0;
+};
+
+/// The asynchronous env pool minus everything that depends on the env type.
+///
+/// Data path (see DESIGN.md): Send() validates, stores each env's action in the per-env
+/// action store and enqueues (env_id, reset) items; worker threads dequeue, run the env
+/// (EnvPool<Env>::Process) and write its result in place into a slot claimed from the
+/// StateBufferQueue; Recv() returns the index of the next complete block of the
+/// Python-owned output tensors.
+///
+/// Threads: Send/Recv/Reseed/Close are called from Python threads (each with the GIL
+/// released around blocking waits); bookkeeping they share is under `book_mutex_`. Workers
+/// touch only their env, its action row and their claimed slot.
+class Pool {
+ public:
+  Pool(std::string task_id, const PoolConfig& config, EnvSpec spec);
+  virtual ~Pool() = default;
+  Pool(const Pool&) = delete;
+  Pool& operator=(const Pool&) = delete;
+
+  /// Hands over the output ring: one buffer per field of [num_blocks, batch_size, *shape],
+  /// owned by the caller and kept alive until Close() returns. Starts the workers.
+  void Attach(const std::vector<void*>& field_buffers);
+
+  /// Queues one step (or reset, for async_reset) for each env in `env_ids` (nullptr: all
+  /// envs, in order). Throws std::invalid_argument for bad values, PoolStateError for envs
+  /// still in flight or a closed pool. On error nothing is sent.
+  void Send(const ActionArray& actions, const int32_t* env_ids, int64_t n);
+  void SendReset(const int32_t* env_ids, int64_t n);
+
+  /// Blocks until a block of batch_size results is complete and returns its index.
+  /// `poll` runs every 50 ms while waiting (the binding checks for Ctrl-C there and may
+  /// throw). Throws EnvError if an env in the block raised, PoolStateError if nothing
+  /// could ever complete a block or the pool is closed.
+  int Recv(const std::function<void()>& poll);
+
+  /// Re-seeds env i with seeds[i]; only while no env is in flight.
+  void Reseed(const std::vector<uint64_t>& seeds);
+
+  /// Stops the workers (each finishes at most its current env step) and wakes a blocked
+  /// Recv. Idempotent; safe from any thread.
+  void Close();
+
+  const std::string& task_id() const { return task_id_; }
+  const EnvSpec& spec() const { return spec_; }
+  const PoolConfig& config() const { return config_; }
+  const std::vector<ArraySpec>& fields() const { return fields_; }
+  int num_blocks() const { return states_.num_blocks(); }
+  bool closed() const { return closed_.load(); }
+
+  virtual std::vector<double> DebugGetState(int env_id) const;
+  virtual void DebugSetState(int env_id, const std::vector<double>& state);
+
+ protected:
+  /// Runs one work item on a worker thread and commits its slot. Implemented per env type.
+  virtual void Process(const ActionItem& item) = 0;
+  /// Re-seeds one idle env. Implemented per env type.
+  virtual void SeedEnv(int env_id, uint64_t seed) = 0;
+
+  /// Pointer to field `f` of slot (block, slot).
+  char* SlotPtr(int f, int block, int slot) const {
+    return buffers_[f] + (static_cast<int64_t>(block) * config_.batch_size + slot) *
+                             static_cast<int64_t>(field_bytes_[f]);
+  }
+  const int32_t* DiscreteAction(int env_id) const { return &discrete_actions_[env_id]; }
+  const float* BoxAction(int env_id) const { return &box_actions_[env_id * action_size_]; }
+  void RecordError(int env_id, const std::string& what);
+  void CheckIdle(int env_id, const char* what) const;
+  uint64_t SeedFor(int env_id) const;
+
+  const std::string task_id_;
+  const PoolConfig config_;
+  const EnvSpec spec_;
+  std::vector<ArraySpec> fields_;
+  StateBufferQueue states_;
+  int final_obs_field_ = -1;
+
+ private:
+  void CheckEnvIds(const int32_t* env_ids, int64_t n);
+  void Enqueue(const int32_t* env_ids, int64_t n, bool reset);
+  void WorkerLoop();
+
+  std::vector<char*> buffers_;
+  std::vector<std::size_t> field_bytes_;
+  int64_t action_size_ = 1;
+  std::vector<int32_t> discrete_actions_;
+  std::vector<float> box_actions_;
+  ActionBufferQueue actions_;
+  std::unique_ptr<ThreadPool> threads_;
+
+  std::mutex book_mutex_;          // guards everything below
+  std::vector<uint8_t> in_flight_;  // sent, result not yet returned by recv
+  std::vector<uint64_t> stamp_;     // duplicate detection within one send
+  uint64_t send_count_ = 0;
+  int64_t unreceived_ = 0;
+  std::vector<ActionItem> items_;
+  std::vector<std::string> errors_;  // per env; written by its worker before commit
+  std::atomic<bool> has_errors_{false};
+  std::atomic<bool> closed_{false};
+};
+
+/// Resolves defaults (batch_size, num_threads) and validates a PoolConfig against a spec.
+PoolConfig ResolveConfig(PoolConfig config, const EnvSpec& spec);
+
+}  // namespace rlfast::core
+
+#endif  // RLFAST_CSRC_CORE_POOL_H_

@@ -1,0 +1,105 @@
+// Copyright rlfast authors.
+#ifndef RLFAST_CSRC_ENVS_TESTING_DUMMY_H_
+#define RLFAST_CSRC_ENVS_TESTING_DUMMY_H_
+
+#include <chrono>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "rlfast/csrc/core/env.h"
+
+namespace rlfast::envs::testing {
+
+/// Dummy-v0 options. The env exists to test the pool, not to learn anything.
+struct DummyConfig {
+  int num_actions = 1000;
+  int episode_length = 10;  ///< terminates after this many steps
+  int step_sleep_us = 0;    ///< fixed time per step (microseconds)
+  int jitter_us = 0;        ///< plus a random 0..jitter_us from the env's RNG
+  int throw_on_action = -1; ///< Step throws std::runtime_error when given this action
+
+  template <class V>
+  void Visit(V&& v) {
+    v("num_actions", num_actions);
+    v("episode_length", episode_length);
+    v("step_sleep_us", step_sleep_us);
+    v("jitter_us", jitter_us);
+    v("throw_on_action", throw_on_action);
+  }
+};
+
+/// Pool test env. obs = [last action, steps in episode, a draw from the RNG at reset];
+/// reward = the action; info `last_action` repeats the action as int32. Lets tests check
+/// that each action reaches its own env, that seeds drive resets, ordering, error routing.
+class Dummy : public core::EnvBase {
+ public:
+  using Config = DummyConfig;
+  using Action = int32_t;
+  using Obs = float;
+
+  static core::EnvSpec Spec(const Config& config) {
+    if (config.num_actions < 1 || config.episode_length < 1) {
+      throw std::invalid_argument("Dummy-v0: num_actions and episode_length must be >= 1");
+    }
+    core::EnvSpec spec;
+    spec.obs = {"obs", core::DType::kFloat32, {3}, {-core::kInf}, {core::kInf}};
+    spec.num_actions = config.num_actions;
+    spec.info = {{"last_action", core::DType::kInt32, {}, {}, {}}};
+    spec.max_episode_steps = 1 << 30;
+    return spec;
+  }
+
+  Dummy(const Config& config, uint64_t seed) : core::EnvBase(seed), config_(config) {}
+
+  void Reset() {
+    steps_ = 0;
+    last_action_ = -1;
+    reset_draw_ = static_cast<float>(Uniform(0.0, 1.0));
+    Sleep();
+  }
+
+  core::StepResult Step(const Action* action) {
+    if (*action == config_.throw_on_action) {
+      throw std::runtime_error("Dummy-v0 was told to fail on action " + std::to_string(*action));
+    }
+    last_action_ = *action;
+    ++steps_;
+    Sleep();
+    core::StepResult r;
+    r.reward = static_cast<float>(*action);
+    r.terminated = steps_ >= config_.episode_length;
+    return r;
+  }
+
+  void WriteObs(Obs* obs) const {
+    obs[0] = static_cast<float>(last_action_);
+    obs[1] = static_cast<float>(steps_);
+    obs[2] = reset_draw_;
+  }
+
+  void WriteInfo(const core::InfoOut& info) const { *info.Get<int32_t>(0) = last_action_; }
+
+#ifdef RLFAST_TEST_HOOKS
+  std::vector<double> GetState() const { return {static_cast<double>(steps_)}; }
+  void SetState(const std::vector<double>& s) { steps_ = static_cast<int>(s.at(0)); }
+#endif
+
+ private:
+  void Sleep() {
+    int us = config_.step_sleep_us;
+    if (config_.jitter_us > 0) us += static_cast<int>(UniformInt(0, config_.jitter_us));
+    if (us > 0) std::this_thread::sleep_for(std::chrono::microseconds(us));
+  }
+
+  Config config_;
+  int steps_ = 0;
+  int last_action_ = -1;
+  float reset_draw_ = 0.0f;
+};
+
+}  // namespace rlfast::envs::testing
+
+#endif  // RLFAST_CSRC_ENVS_TESTING_DUMMY_H_

@@ -1,0 +1,256 @@
+// Copyright rlfast authors.
+// The `rlfast._C` extension: the task registry and a thin binding over core::Pool.
+// Python (rlfast/envpool.py) allocates the output tensors and wraps everything in torch.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rlfast/csrc/core/pool.h"
+#include "rlfast/csrc/python/registry.h"
+
+namespace rlfast::python {
+namespace {
+
+const Registry& GetRegistry() {
+  static const Registry registry = [] {
+    Registry r;
+    RegisterClassicControl(&r);
+    RegisterTesting(&r);
+    return r;
+  }();
+  return registry;
+}
+
+const TaskEntry& Lookup(const std::string& task_id) {
+  const Registry& r = GetRegistry();
+  auto it = r.find(task_id);
+  if (it == r.end()) {
+    // rlfast.make() suggests close names before it gets here; this is the last resort.
+    throw py::value_error("unknown task id '" + task_id + "'");
+  }
+  return it->second;
+}
+
+py::dict ArrayDict(const core::ArraySpec& a) {
+  py::dict d;
+  d["name"] = a.name;
+  d["dtype"] = core::DTypeName(a.dtype);
+  d["shape"] = py::tuple(py::cast(a.shape));
+  d["low"] = a.low;
+  d["high"] = a.high;
+  return d;
+}
+
+py::dict SpecDict(const core::EnvSpec& s) {
+  py::dict d;
+  d["obs"] = ArrayDict(s.obs);
+  d["num_actions"] = s.num_actions;
+  d["action"] = ArrayDict(s.action);
+  py::list info;
+  for (const auto& a : s.info) info.append(ArrayDict(a));
+  d["info"] = info;
+  d["max_episode_steps"] = s.max_episode_steps;
+  return d;
+}
+
+core::DType NumpyDType(const py::array& a) {
+  char kind = a.dtype().kind();
+  auto size = a.dtype().itemsize();
+  if (kind == 'f' && size == 4) return core::DType::kFloat32;
+  if (kind == 'f' && size == 8) return core::DType::kFloat64;
+  if (kind == 'i' && size == 4) return core::DType::kInt32;
+  if (kind == 'i' && size == 8) return core::DType::kInt64;
+  if (kind == 'u' && size == 1) return core::DType::kUInt8;
+  throw py::value_error("unsupported action dtype " + py::str(a.dtype()).cast<std::string>() +
+                        "; use int32/int64 for discrete or float32/float64 for continuous");
+}
+
+/// Python handle of one pool. Holds references to the output tensors so they outlive the
+/// workers writing into them: `pool_` is declared last, so it is destroyed (closed and
+/// joined) before `buffers_` drops the tensors.
+class PyPool {
+ public:
+  PyPool(const std::string& task_id, const core::PoolConfig& config, const py::dict& kwargs)
+      : pool_(Lookup(task_id).make(config, kwargs)) {}
+
+  py::list Fields() const {
+    py::list out;
+    for (const auto& f : pool_->fields()) out.append(ArrayDict(f));
+    return out;
+  }
+
+  void Attach(const py::list& tensors) {
+    const auto& fields = pool_->fields();
+    if (tensors.size() != fields.size()) {
+      throw py::value_error("attach() needs one tensor per field");
+    }
+    std::vector<void*> ptrs;
+    const int64_t slots = static_cast<int64_t>(pool_->num_blocks()) * pool_->config().batch_size;
+    for (std::size_t i = 0; i < fields.size(); ++i) {
+      py::object t = tensors[i];
+      auto nbytes = t.attr("numel")().cast<int64_t>() * t.attr("element_size")().cast<int64_t>();
+      if (!t.attr("is_contiguous")().cast<bool>() ||
+          nbytes != slots * static_cast<int64_t>(fields[i].NumBytes())) {
+        throw py::value_error("output tensor for field '" + fields[i].name +
+                              "' is not a contiguous buffer of the expected size");
+      }
+      ptrs.push_back(reinterpret_cast<void*>(t.attr("data_ptr")().cast<uintptr_t>()));
+      buffers_.push_back(t);
+    }
+    pool_->Attach(ptrs);
+  }
+
+  void Send(const py::array& actions, const py::object& env_ids) {
+    if (!(actions.flags() & py::array::c_style)) {
+      throw py::value_error("actions must be C-contiguous");
+    }
+    if (actions.ndim() < 1) throw py::value_error("actions must have a batch dimension");
+    core::ActionArray a;
+    a.data = actions.data();
+    a.dtype = NumpyDType(actions);
+    a.n = actions.shape(0);
+    a.row_size = 1;
+    for (py::ssize_t d = 1; d < actions.ndim(); ++d) a.row_size *= actions.shape(d);
+    const auto& spec = pool_->spec();
+    if (!spec.IsDiscrete()) CheckBoxShape(actions, spec.action);
+    if (spec.IsDiscrete() && actions.ndim() != 1) {
+      throw py::value_error("discrete actions must have shape (num_envs_sent,), got ndim " +
+                            std::to_string(actions.ndim()));
+    }
+    if (env_ids.is_none()) {
+      pool_->Send(a, nullptr, a.n);
+    } else {
+      auto ids = ToIds(env_ids);
+      pool_->Send(a, ids.data(), static_cast<int64_t>(ids.size()));
+    }
+  }
+
+  void SendReset(const py::object& env_ids) {
+    if (env_ids.is_none()) {
+      pool_->SendReset(nullptr, pool_->config().num_envs);
+    } else {
+      auto ids = ToIds(env_ids);
+      pool_->SendReset(ids.data(), static_cast<int64_t>(ids.size()));
+    }
+  }
+
+  int Recv() {
+    py::gil_scoped_release release;
+    return pool_->Recv([] {
+      py::gil_scoped_acquire acquire;
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    });
+  }
+
+  void Close() {
+    py::gil_scoped_release release;
+    pool_->Close();
+  }
+
+  core::Pool& pool() { return *pool_; }
+
+ private:
+  static std::vector<int32_t> ToIds(const py::object& env_ids) {
+    py::array arr = py::array::ensure(env_ids);
+    if (!arr || arr.ndim() != 1 || (arr.dtype().kind() != 'i' && arr.dtype().kind() != 'u')) {
+      throw py::value_error("env_ids must be a 1-d array of integers, got " +
+                            py::repr(env_ids).cast<std::string>());
+    }
+    auto ids64 = arr.cast<py::array_t<int64_t, py::array::forcecast>>();
+    std::vector<int32_t> ids(ids64.size());
+    for (py::ssize_t i = 0; i < ids64.size(); ++i) {
+      int64_t v = ids64.at(i);
+      ids[i] = (v < INT32_MIN || v > INT32_MAX) ? -1 : static_cast<int32_t>(v);
+    }
+    return ids;
+  }
+
+  static void CheckBoxShape(const py::array& actions, const core::ArraySpec& action) {
+    bool ok = actions.ndim() == static_cast<py::ssize_t>(action.shape.size()) + 1;
+    for (std::size_t d = 0; ok && d < action.shape.size(); ++d) {
+      ok = actions.shape(d + 1) == action.shape[d];
+    }
+    if (!ok) {
+      std::string want = "(n";
+      for (auto s : action.shape) want += ", " + std::to_string(s);
+      std::string got = "(";
+      for (py::ssize_t d = 0; d < actions.ndim(); ++d) {
+        got += (d ? ", " : "") + std::to_string(actions.shape(d));
+      }
+      throw py::value_error("continuous actions must have shape " + want + "), got " + got + ")");
+    }
+  }
+
+  std::vector<py::object> buffers_;
+  std::unique_ptr<core::Pool> pool_;
+};
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "rlfast engine: C++ asynchronous environment pool";
+  auto pool_state_error = py::register_exception<core::PoolStateError>(m, "PoolStateError",
+                                                                       PyExc_RuntimeError);
+  py::register_exception<core::EnvError>(m, "EnvError", PyExc_RuntimeError);
+  (void)pool_state_error;
+
+  m.def("list_tasks", [] {
+    std::vector<std::string> ids;
+    for (const auto& kv : GetRegistry()) ids.push_back(kv.first);
+    return ids;
+  });
+  m.def("task_family", [](const std::string& t) { return Lookup(t).family; });
+  m.def("task_defaults", [](const std::string& t) { return Lookup(t).defaults(); });
+  m.def("task_spec", [](const std::string& t, const py::dict& kwargs) {
+    return SpecDict(Lookup(t).spec(kwargs));
+  });
+#ifdef RLFAST_TEST_HOOKS
+  m.attr("has_test_hooks") = true;
+#else
+  m.attr("has_test_hooks") = false;
+#endif
+
+  py::class_<core::PoolConfig>(m, "PoolConfig")
+      .def(py::init<>())
+      .def_readwrite("num_envs", &core::PoolConfig::num_envs)
+      .def_readwrite("batch_size", &core::PoolConfig::batch_size)
+      .def_readwrite("num_threads", &core::PoolConfig::num_threads)
+      .def_readwrite("seed", &core::PoolConfig::seed)
+      .def_readwrite("seeds", &core::PoolConfig::seeds)
+      .def_readwrite("max_episode_steps", &core::PoolConfig::max_episode_steps)
+      .def_property(
+          "same_step_autoreset",
+          [](const core::PoolConfig& c) {
+            return c.autoreset_mode == core::AutoresetMode::kSameStep;
+          },
+          [](core::PoolConfig& c, bool same) {
+            c.autoreset_mode = same ? core::AutoresetMode::kSameStep
+                                    : core::AutoresetMode::kNextStep;
+          })
+      .def_readwrite("thread_affinity_offset", &core::PoolConfig::thread_affinity_offset);
+
+  py::class_<PyPool>(m, "Pool")
+      .def(py::init<const std::string&, const core::PoolConfig&, const py::dict&>())
+      .def("fields", &PyPool::Fields)
+      .def("attach", &PyPool::Attach)
+      .def("send", &PyPool::Send, py::arg("actions"), py::arg("env_ids") = py::none())
+      .def("send_reset", &PyPool::SendReset, py::arg("env_ids") = py::none())
+      .def("recv", &PyPool::Recv)
+      .def("close", &PyPool::Close)
+      .def("reseed", [](PyPool& p, const std::vector<uint64_t>& s) { p.pool().Reseed(s); })
+      .def("get_state", [](PyPool& p, int i) { return p.pool().DebugGetState(i); })
+      .def("set_state", [](PyPool& p, int i, const std::vector<double>& s) {
+        p.pool().DebugSetState(i, s);
+      })
+      .def_property_readonly("num_blocks", [](PyPool& p) { return p.pool().num_blocks(); })
+      .def_property_readonly("closed", [](PyPool& p) { return p.pool().closed(); })
+      .def_property_readonly("config", [](PyPool& p) { return p.pool().config(); })
+      .def_property_readonly("spec", [](PyPool& p) { return SpecDict(p.pool().spec()); });
+}
+
+}  // namespace rlfast::python

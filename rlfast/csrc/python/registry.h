@@ -1,0 +1,93 @@
+// Copyright rlfast authors.
+#ifndef RLFAST_CSRC_PYTHON_REGISTRY_H_
+#define RLFAST_CSRC_PYTHON_REGISTRY_H_
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "rlfast/csrc/core/env_pool.h"
+
+namespace rlfast::python {
+
+namespace py = pybind11;
+
+/// How Python builds a pool for one task id. Filled once at import by the per-family
+/// Register* functions; read-only afterwards.
+struct TaskEntry {
+  std::string family;
+  std::function<py::dict()> defaults;  ///< the env options and their default values
+  std::function<core::EnvSpec(const py::dict&)> spec;
+  std::function<std::unique_ptr<core::Pool>(const core::PoolConfig&, const py::dict&)> make;
+};
+
+using Registry = std::map<std::string, TaskEntry>;
+
+/// Applies `kwargs` to a Config through its Visit(); unknown keys and values of the wrong
+/// type raise ValueError naming the option.
+template <class Config>
+Config ParseConfig(Config config, const std::string& task_id, const py::dict& kwargs) {
+  std::set<std::string> known;
+  config.Visit([&](const char* name, auto& field) {
+    known.insert(name);
+    if (!kwargs.contains(name)) return;
+    using T = std::decay_t<decltype(field)>;
+    py::handle value = kwargs[name];
+    try {
+      if constexpr (std::is_same_v<T, bool>) {
+        if (!py::isinstance<py::bool_>(value)) throw py::cast_error("");
+      }
+      field = value.cast<T>();
+    } catch (const py::cast_error&) {
+      throw py::value_error("option '" + std::string(name) + "' of " + task_id + " got " +
+                            py::repr(value).cast<std::string>() + " of the wrong type");
+    }
+  });
+  for (auto item : kwargs) {
+    auto key = item.first.cast<std::string>();
+    if (known.count(key) == 0) {
+      std::string options;
+      for (const auto& k : known) options += (options.empty() ? "" : ", ") + k;
+      throw py::value_error("unknown option '" + key + "' for " + task_id +
+                            "; its options are: " + (options.empty() ? "(none)" : options));
+    }
+  }
+  return config;
+}
+
+/// Registers `task_id` as an Env with the given Config defaults (one line per task).
+template <class Env>
+void RegisterEnv(Registry* registry, const std::string& task_id, const std::string& family,
+                 typename Env::Config defaults = {}) {
+  using Config = typename Env::Config;
+  TaskEntry entry;
+  entry.family = family;
+  entry.defaults = [defaults]() {
+    py::dict d;
+    Config c = defaults;
+    c.Visit([&](const char* name, auto& field) { d[name] = field; });
+    return d;
+  };
+  entry.spec = [task_id, defaults](const py::dict& kwargs) {
+    return Env::Spec(ParseConfig(defaults, task_id, kwargs));
+  };
+  entry.make = [task_id, defaults](const core::PoolConfig& pool, const py::dict& kwargs) {
+    return std::unique_ptr<core::Pool>(
+        new core::EnvPool<Env>(task_id, pool, ParseConfig(defaults, task_id, kwargs)));
+  };
+  (*registry)[task_id] = std::move(entry);
+}
+
+void RegisterClassicControl(Registry* registry);
+void RegisterTesting(Registry* registry);
+
+}  // namespace rlfast::python
+
+#endif  // RLFAST_CSRC_PYTHON_REGISTRY_H_

@@ -1,0 +1,253 @@
+"""Typed Python face of the C++ pool: torch tensors out, gymnasium spaces, clear errors.
+
+Data path: ``send(actions, env_ids)`` copies the actions into the C++ action store and
+returns; worker threads step the envs and write results in place into a fixed ring of
+output blocks (torch tensors allocated here once, pinned when CUDA is available);
+``recv()`` returns views of the next complete block. No allocation or copy per step.
+
+A block returned by ``recv`` stays valid until the second ``recv`` after it; copy (e.g.
+``obs.to("cuda", non_blocking=True)``) before then.
+"""
+
+from __future__ import annotations
+
+import atexit
+import difflib
+import weakref
+from typing import Any, Optional, Sequence, Union
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from rlfast import _C
+
+PoolStateError = _C.PoolStateError
+EnvError = _C.EnvError
+
+_TORCH_DTYPES = {
+    "uint8": torch.uint8,
+    "bool": torch.bool,
+    "int32": torch.int32,
+    "int64": torch.int64,
+    "float32": torch.float32,
+    "float64": torch.float64,
+}
+_COMMON_INFO = ("env_id", "elapsed_step", "episode_return", "episode_length")
+_AUTORESET_MODES = ("next_step", "same_step")
+_LIVE_POOLS: "weakref.WeakSet[EnvPool]" = weakref.WeakSet()
+
+ArrayLike = Union[torch.Tensor, np.ndarray, Sequence[Any]]
+
+
+def list_envs(include_testing: bool = False) -> list[str]:
+    """All task ids this build can make (the ``testing`` family only when asked)."""
+    return [t for t in _C.list_tasks() if include_testing or _C.task_family(t) != "testing"]
+
+
+def check_task_id(task_id: str) -> None:
+    """Raises ValueError for an unknown task id, suggesting close names."""
+    known = _C.list_tasks()
+    if task_id in known:
+        return
+    close = difflib.get_close_matches(task_id, known, n=3, cutoff=0.5)
+    hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    raise ValueError(f"unknown task id {task_id!r}{hint} (rlfast.list_envs() lists them all)")
+
+
+def _space(spec: dict, discrete_n: int = 0) -> gym.Space:
+    if discrete_n > 0:
+        return gym.spaces.Discrete(discrete_n)
+    dtype = np.dtype(spec["dtype"])
+    shape = tuple(spec["shape"])
+
+    def bound(values: list, default: float) -> np.ndarray:
+        if not values:
+            values = [default]
+        arr = np.asarray(values, dtype=np.float64)
+        if np.issubdtype(dtype, np.integer):
+            info = np.iinfo(dtype)
+            arr = np.clip(arr, info.min, info.max)
+        return np.broadcast_to(arr.reshape(shape) if arr.size > 1 else arr, shape).astype(dtype)
+
+    return gym.spaces.Box(bound(spec["low"], -np.inf), bound(spec["high"], np.inf), shape, dtype)
+
+
+def _as_numpy(x: ArrayLike, name: str) -> np.ndarray:
+    if isinstance(x, torch.Tensor):
+        x = x.detach()
+        if x.device.type != "cpu":
+            x = x.cpu()
+        x = x.numpy()
+    elif not isinstance(x, np.ndarray):
+        x = np.asarray(x)
+    if x.dtype == np.bool_ or x.dtype == object:
+        raise ValueError(f"{name} has dtype {x.dtype}; expected integers or floats")
+    return np.ascontiguousarray(x)
+
+
+class EnvPool:
+    """A batch of ``num_envs`` C++ environments stepped by ``num_threads`` worker threads.
+
+    Sync mode (``batch_size == num_envs``): ``step(a)`` returns every env's result, ordered
+    by env id. Async mode (``batch_size < num_envs``): ``recv()`` returns the first
+    ``batch_size`` envs to finish; ``info["env_id"]`` says which.
+    """
+
+    def __init__(
+        self,
+        task_id: str,
+        num_envs: int,
+        batch_size: Optional[int] = None,
+        num_threads: Optional[int] = None,
+        seed: int = 0,
+        seeds: Optional[Sequence[int]] = None,
+        max_episode_steps: Optional[int] = None,
+        autoreset_mode: str = "next_step",
+        thread_affinity_offset: int = -1,
+        pin_memory: Optional[bool] = None,
+        **env_kwargs: Any,
+    ) -> None:
+        check_task_id(task_id)
+        if autoreset_mode not in _AUTORESET_MODES:
+            raise ValueError(f"autoreset_mode must be one of {_AUTORESET_MODES}, got {autoreset_mode!r}")
+        for name, value in (("num_envs", num_envs), ("batch_size", batch_size), ("num_threads", num_threads)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))):
+                raise ValueError(f"{name} must be an int, got {value!r}")
+        if num_envs < 1:
+            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        if batch_size is not None and not 1 <= batch_size <= num_envs:
+            raise ValueError(f"batch_size must be in [1, num_envs={num_envs}], got {batch_size}")
+        if num_threads is not None and num_threads < 1:
+            raise ValueError(f"num_threads must be >= 1, got {num_threads}")
+        if seed < 0:
+            raise ValueError(f"seed must be >= 0, got {seed}")
+        config = _C.PoolConfig()
+        config.num_envs = int(num_envs)
+        config.batch_size = int(batch_size or 0)
+        config.num_threads = int(num_threads or 0)
+        config.seed = int(seed)
+        config.seeds = [int(s) for s in seeds] if seeds is not None else []
+        config.max_episode_steps = int(max_episode_steps or 0)
+        config.same_step_autoreset = autoreset_mode == "same_step"
+        config.thread_affinity_offset = int(thread_affinity_offset)
+        self._pool = _C.Pool(task_id, config, dict(env_kwargs))
+
+        self.task_id = task_id
+        self.env_kwargs = dict(env_kwargs)
+        self.autoreset_mode = autoreset_mode
+        resolved = self._pool.config
+        self.num_envs = resolved.num_envs
+        self.batch_size = resolved.batch_size
+        self.num_threads = resolved.num_threads
+        self.max_episode_steps = resolved.max_episode_steps
+        self.is_sync = self.batch_size == self.num_envs
+        spec = self._pool.spec
+        self.spec = spec
+        self.single_observation_space = _space(spec["obs"])
+        self.single_action_space = _space(spec["action"], spec["num_actions"])
+
+        if pin_memory is None:
+            pin_memory = torch.cuda.is_available()
+        self.pin_memory = bool(pin_memory)
+        fields = self._pool.fields()
+        k = self._pool.num_blocks
+        self._names = [f["name"] for f in fields]
+        self._buffers = [
+            torch.zeros((k, self.batch_size, *f["shape"]), dtype=_TORCH_DTYPES[f["dtype"]], pin_memory=self.pin_memory)
+            for f in fields
+        ]
+        self._pool.attach(self._buffers)
+        # One pre-built tuple of views per block: recv() only indexes into this list.
+        self._views = [tuple(buf[b] for buf in self._buffers) for b in range(k)]
+        _LIVE_POOLS.add(self)
+
+    # ------------------------------------------------------------------ async API
+    def send(self, actions: ArrayLike, env_ids: Optional[ArrayLike] = None) -> None:
+        """Queues one step for each env in ``env_ids`` (default: all, in order) and returns.
+
+        ``actions[i]`` goes to env ``env_ids[i]``. Discrete: integer array of shape (n,);
+        continuous: float array of shape (n, *action_shape).
+        """
+        ids = None if env_ids is None else _as_numpy(env_ids, "env_ids")
+        self._pool.send(_as_numpy(actions, "actions"), ids)
+
+    def recv(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        """Waits for the next ``batch_size`` results: ``(obs, reward, terminated, truncated, info)``.
+
+        Raises EnvError if an env raised during its step (naming it), PoolStateError if not
+        enough envs are in flight to ever fill a batch. Ctrl-C interrupts the wait.
+        """
+        views = self._views[self._pool.recv()]
+        info = dict(zip(self._names[4:], views[4:]))
+        return views[0], views[1], views[2], views[3], info
+
+    def async_reset(self, env_ids: Optional[ArrayLike] = None) -> None:
+        """Queues a reset of every env (or ``env_ids``); collect the results with ``recv``."""
+        self._pool.send_reset(None if env_ids is None else _as_numpy(env_ids, "env_ids"))
+
+    # ------------------------------------------------------------------ sync API
+    def reset(self, seed: Optional[int] = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Resets all envs and returns ``(obs, info)`` of the first batch (all envs in sync mode).
+
+        With ``seed``, env i is re-seeded with ``seed + i`` first (gymnasium semantics).
+        """
+        if seed is not None:
+            self.seed(seed)
+        self.async_reset()
+        obs, _, _, _, info = self.recv()
+        return obs, info
+
+    def step(
+        self, actions: ArrayLike, env_ids: Optional[ArrayLike] = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        """``send`` then ``recv``."""
+        self.send(actions, env_ids)
+        return self.recv()
+
+    def seed(self, seed: Union[int, Sequence[int]]) -> None:
+        """Re-seeds env i with ``seed + i`` (or ``seed[i]``); only while no env is in flight."""
+        seeds = [int(seed) + i for i in range(self.num_envs)] if np.isscalar(seed) else [int(s) for s in seed]
+        self._pool.reseed(seeds)
+
+    def close(self) -> None:
+        """Stops the workers. Idempotent; never hangs on a blocked ``recv`` in another thread."""
+        self._pool.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._pool.closed
+
+    def __enter__(self) -> "EnvPool":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        pool = getattr(self, "_pool", None)
+        if pool is not None:
+            pool.close()
+
+    def __repr__(self) -> str:
+        mode = "sync" if self.is_sync else "async"
+        return (
+            f"EnvPool({self.task_id!r}, num_envs={self.num_envs}, batch_size={self.batch_size}, "
+            f"num_threads={self.num_threads}, {mode})"
+        )
+
+    # ------------------------------------------------------------------ test hooks
+    def _get_state(self, env_id: int) -> list[float]:
+        """Test-only: the env's internal state (builds with RLFAST_TEST_HOOKS)."""
+        return self._pool.get_state(env_id)
+
+    def _set_state(self, env_id: int, state: Sequence[float]) -> None:
+        """Test-only: overwrite the env's internal state (builds with RLFAST_TEST_HOOKS)."""
+        self._pool.set_state(env_id, [float(s) for s in state])
+
+
+@atexit.register
+def _close_all() -> None:
+    # Join worker threads before interpreter teardown frees the tensors they write into.
+    for pool in list(_LIVE_POOLS):
+        pool.close()

@@ -1,0 +1,61 @@
+"""gymnasium ``VectorEnv`` over a sync rlfast pool, so existing gymnasium code runs unchanged."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from rlfast.envpool import EnvPool
+
+
+class GymnasiumVectorEnv(VectorEnv):
+    """numpy in, numpy out. Arrays returned are copies (the pool's buffers are reused).
+
+    ``info`` holds ``env_id``, ``elapsed_step``, ``episode_return``, ``episode_length``, the
+    env's own info arrays and, with same-step autoreset, ``final_obs`` with its ``_final_obs``
+    mask (gymnasium's convention).
+    """
+
+    def __init__(self, pool: EnvPool) -> None:
+        if not pool.is_sync:
+            raise ValueError(f"GymnasiumVectorEnv needs a sync pool (batch_size == num_envs), got {pool!r}")
+        self.pool = pool
+        self.num_envs = pool.num_envs
+        self.single_observation_space = pool.single_observation_space
+        self.single_action_space = pool.single_action_space
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        mode = AutoresetMode.SAME_STEP if pool.autoreset_mode == "same_step" else AutoresetMode.NEXT_STEP
+        self.metadata = {"autoreset_mode": mode}
+
+    def reset(
+        self, *, seed: Optional[int] = None, options: Optional[dict[str, Any]] = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        if options:
+            raise ValueError(f"rlfast envs take no reset options, got {options!r}")
+        obs, info = self.pool.reset(seed=seed)
+        return obs.numpy().copy(), self._info(info, None)
+
+    def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.pool.step(np.asarray(actions))
+        done = (terminated | truncated).numpy().copy()
+        return (
+            obs.numpy().copy(),
+            reward.numpy().astype(np.float64),
+            terminated.numpy().copy(),
+            truncated.numpy().copy(),
+            self._info(info, done),
+        )
+
+    def _info(self, info: dict, done: Optional[np.ndarray]) -> dict[str, Any]:
+        out = {k: v.numpy().copy() for k, v in info.items()}
+        if "final_obs" in out:
+            mask = done if done is not None else np.zeros(self.num_envs, dtype=bool)
+            out["_final_obs"] = mask
+        return out
+
+    def close_extras(self, **kwargs: Any) -> None:
+        self.pool.close()
