@@ -23,7 +23,18 @@ import torch
 from rlfast import _C
 
 PoolStateError = _C.PoolStateError
-EnvError = _C.EnvError
+
+
+class EnvError(RuntimeError):
+    """An environment raised inside a worker thread; raised by ``recv``.
+
+    The batch it belonged to is consumed: ``env_ids`` lists that batch's envs, all idle
+    again (send to them to continue); the env(s) that raised restart with a reset.
+    """
+
+    def __init__(self, message: str, env_ids: torch.Tensor) -> None:
+        super().__init__(message)
+        self.env_ids = env_ids
 
 _TORCH_DTYPES = {
     "uint8": torch.uint8,
@@ -178,7 +189,10 @@ class EnvPool:
         Raises EnvError if an env raised during its step (naming it), PoolStateError if not
         enough envs are in flight to ever fill a batch. Ctrl-C interrupts the wait.
         """
-        views = self._views[self._pool.recv()]
+        block, error = self._pool.recv()
+        views = self._views[block]
+        if error:
+            raise EnvError(error, views[4].clone())
         info = dict(zip(self._names[4:], views[4:]))
         return views[0], views[1], views[2], views[3], info
 

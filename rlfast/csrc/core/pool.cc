@@ -173,8 +173,8 @@ void Pool::Send(const ActionArray& a, const int32_t* env_ids, int64_t n) {
   std::lock_guard<std::mutex> lock(book_mutex_);
   CheckEnvIds(env_ids, n);
   if (a.n != n) {
-    throw BadValue("got actions for " + std::to_string(a.n) + " envs but " + std::to_string(n) +
-                   " env ids");
+    throw BadValue("got actions for " + std::to_string(a.n) + " envs but sending to " +
+                   std::to_string(n) + " envs");
   }
   int64_t total = a.n * a.row_size;
   if (spec_.IsDiscrete()) {
@@ -264,7 +264,7 @@ void Pool::SendReset(const int32_t* env_ids, int64_t n) {
   Enqueue(env_ids, n, true);
 }
 
-int Pool::Recv(const std::function<void()>& poll) {
+std::pair<int, std::string> Pool::Recv(const std::function<void()>& poll) {
   {
     std::lock_guard<std::mutex> lock(book_mutex_);
     if (closed_) throw PoolStateError("the pool is closed");
@@ -301,8 +301,7 @@ int Pool::Recv(const std::function<void()>& poll) {
       }
     }
   }
-  if (!failures.empty()) throw EnvError(failures);
-  return block;
+  return {block, failures};
 }
 
 void Pool::RecordError(int env_id, const std::string& what) {

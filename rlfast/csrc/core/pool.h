@@ -10,6 +10,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "rlfast/csrc/core/action_buffer_queue.h"
@@ -23,12 +24,6 @@ namespace rlfast::core {
 class PoolStateError : public std::logic_error {
  public:
   using std::logic_error::logic_error;
-};
-
-/// An environment raised inside a worker; re-raised at recv (Python: rlfast.EnvError).
-class EnvError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
 };
 
 enum class AutoresetMode { kNextStep, kSameStep };
@@ -95,11 +90,12 @@ class Pool {
   void Send(const ActionArray& actions, const int32_t* env_ids, int64_t n);
   void SendReset(const int32_t* env_ids, int64_t n);
 
-  /// Blocks until a block of batch_size results is complete and returns its index.
-  /// `poll` runs every 50 ms while waiting (the binding checks for Ctrl-C there and may
-  /// throw). Throws EnvError if an env in the block raised, PoolStateError if nothing
+  /// Blocks until a block of batch_size results is complete and returns its index, plus
+  /// the errors of envs in that block that raised (empty if none; the block is consumed
+  /// either way, so its envs are idle again). `poll` runs every 50 ms while waiting (the
+  /// binding checks for Ctrl-C there and may throw). Throws PoolStateError if nothing
   /// could ever complete a block or the pool is closed.
-  int Recv(const std::function<void()>& poll);
+  std::pair<int, std::string> Recv(const std::function<void()>& poll);
 
   /// Re-seeds env i with seeds[i]; only while no env is in flight.
   void Reseed(const std::vector<uint64_t>& seeds);

@@ -123,7 +123,7 @@ class PyPool {
                             std::to_string(actions.ndim()));
     }
     if (env_ids.is_none()) {
-      pool_->Send(a, nullptr, a.n);
+      pool_->Send(a, nullptr, pool_->config().num_envs);
     } else {
       auto ids = ToIds(env_ids);
       pool_->Send(a, ids.data(), static_cast<int64_t>(ids.size()));
@@ -139,7 +139,7 @@ class PyPool {
     }
   }
 
-  int Recv() {
+  std::pair<int, std::string> Recv() {
     py::gil_scoped_release release;
     return pool_->Recv([] {
       py::gil_scoped_acquire acquire;
@@ -194,10 +194,7 @@ class PyPool {
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "rlfast engine: C++ asynchronous environment pool";
-  auto pool_state_error = py::register_exception<core::PoolStateError>(m, "PoolStateError",
-                                                                       PyExc_RuntimeError);
-  py::register_exception<core::EnvError>(m, "EnvError", PyExc_RuntimeError);
-  (void)pool_state_error;
+  py::register_exception<core::PoolStateError>(m, "PoolStateError", PyExc_RuntimeError);
 
   m.def("list_tasks", [] {
     std::vector<std::string> ids;

@@ -1,0 +1,99 @@
+"""close(), del, Ctrl-C and interpreter exit never hang, whatever is in flight."""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import rlfast
+from rlfast import PoolStateError
+
+
+def slow_pool(**kw):
+    # Each step sleeps 300 ms: long enough for a recv to be parked when we act.
+    return rlfast.make("Dummy-v0", num_envs=4, num_threads=2, step_sleep_us=300_000, **kw)
+
+
+def test_close_from_another_thread_wakes_a_blocked_recv():
+    slow = slow_pool()
+    slow.async_reset()
+    outcome = []
+
+    def blocked_recv():
+        try:
+            slow.recv()
+            slow.send(np.zeros(4, dtype=np.int32))
+            slow.recv()
+            outcome.append("returned")
+        except PoolStateError as e:
+            outcome.append(str(e))
+
+    t = threading.Thread(target=blocked_recv)
+    t.start()
+    time.sleep(0.5)
+    start = time.monotonic()
+    slow.close()
+    t.join(timeout=5)
+    assert not t.is_alive(), "recv stayed blocked after close()"
+    assert time.monotonic() - start < 3
+    assert outcome and "closed" in outcome[0]
+
+
+def test_ctrl_c_interrupts_a_blocking_recv_and_the_pool_survives():
+    pool = rlfast.make("Dummy-v0", num_envs=2, num_threads=2, step_sleep_us=1_500_000)
+    pool.async_reset()
+    timer = threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        pool.recv()
+    assert time.monotonic() - start < 1.0, "Ctrl-C took too long to interrupt recv"
+    obs = pool.recv()[0]  # the interrupted batch is still delivered later
+    assert obs.shape == (2, 3)
+    pool.close()
+
+
+def test_close_with_steps_in_flight_returns_promptly():
+    pool = slow_pool()
+    pool.async_reset()
+    start = time.monotonic()
+    pool.close()
+    assert time.monotonic() - start < 2.0
+
+
+def test_del_and_gc_close_the_pool():
+    pool = slow_pool()
+    pool.async_reset()
+    start = time.monotonic()
+    del pool
+    assert time.monotonic() - start < 2.0
+
+
+@pytest.mark.parametrize("how", ["exit", "exception", "sys_exit_in_thread"])
+def test_interpreter_exit_with_work_in_flight_does_not_hang(how):
+    body = {
+        "exit": "pass",
+        "exception": "raise SystemExit(3)",
+        "sys_exit_in_thread": "import threading; threading.Thread(target=p.recv, daemon=True).start()",
+    }[how]
+    code = (
+        "import rlfast\n"
+        "p = rlfast.make('Dummy-v0', num_envs=4, batch_size=2, step_sleep_us=200000)\n"
+        "q = rlfast.make('CartPole-v1', num_envs=8)\n"
+        "p.async_reset(); q.async_reset()\n"
+        f"{body}\n"
+    )
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", code], timeout=20, capture_output=True, text=True)
+    assert proc.returncode in (0, 3), proc.stderr
+    assert "terminate called" not in proc.stderr and "Fatal Python error" not in proc.stderr
+    if how == "exit":
+        assert proc.stderr == ""
+    if how == "sys_exit_in_thread" and proc.stderr:
+        assert "the pool was closed while recv() was waiting" in proc.stderr
+    assert time.monotonic() - start < 20

@@ -1,0 +1,54 @@
+"""Randomized send/recv/reset sequences: no deadlock, no lost or duplicated env."""
+
+import numpy as np
+import pytest
+
+import rlfast
+from rlfast import PoolStateError
+
+
+@pytest.mark.parametrize("num_envs,batch_size,num_threads", [(7, 3, 2), (5, 5, 3), (9, 1, 4), (16, 4, 2)])
+def test_random_send_recv_sequences_keep_every_env(num_envs, batch_size, num_threads):
+    rng = np.random.default_rng(num_envs * 100 + batch_size)
+    pool = rlfast.make(
+        "Dummy-v0", num_envs=num_envs, batch_size=batch_size, num_threads=num_threads, jitter_us=50, episode_length=5
+    )
+    in_flight: set[int] = set()
+    idle = set(range(num_envs))
+    last_action = {}
+    for _ in range(400):
+        op = rng.integers(0, 3)
+        if op == 0 and idle:  # send a random subset of idle envs
+            k = int(rng.integers(1, len(idle) + 1))
+            ids = rng.choice(sorted(idle), size=k, replace=False).astype(np.int32)
+            actions = rng.integers(0, 1000, size=k)
+            pool.send(actions, ids)
+            for i, a in zip(ids.tolist(), actions.tolist()):
+                last_action[i] = a
+            idle -= set(ids.tolist())
+            in_flight |= set(ids.tolist())
+        elif op == 1 and idle and not in_flight:  # reset everything idle
+            ids = np.array(sorted(idle), dtype=np.int32)
+            pool.async_reset(ids)
+            for i in ids.tolist():
+                last_action[i] = None
+            in_flight |= idle
+            idle = set()
+        elif len(in_flight) >= batch_size:
+            obs, reward, term, trunc, info = pool.recv()
+            ids = info["env_id"].tolist()
+            assert len(set(ids)) == batch_size and set(ids) <= in_flight
+            for row, i in enumerate(ids):
+                if last_action[i] is not None and obs[row, 1] > 0:
+                    assert reward[row] == last_action[i]
+            in_flight -= set(ids)
+            idle |= set(ids)
+        else:
+            with pytest.raises(PoolStateError):
+                pool.recv()
+    # Drain: everything in flight must come back.
+    while len(in_flight) >= batch_size:
+        ids = pool.recv()[4]["env_id"].tolist()
+        in_flight -= set(ids)
+    assert len(in_flight) < batch_size
+    pool.close()
