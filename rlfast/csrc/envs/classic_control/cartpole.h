@@ -2,7 +2,6 @@
 #ifndef RLFAST_CSRC_ENVS_CLASSIC_CONTROL_CARTPOLE_H_
 #define RLFAST_CSRC_ENVS_CLASSIC_CONTROL_CARTPOLE_H_
 
-#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <algorithm>
@@ -45,8 +44,8 @@ class CartPole : public core::EnvBase {
   static core::EnvSpec Spec(const Config& /*config*/) {
     core::EnvSpec spec;
     spec.obs = {"obs", core::DType::kFloat32, {4}, {}, {}};
-    spec.obs.high = {kXThreshold * 2, FLT_MAX, kThetaThreshold * 2, FLT_MAX};
-    spec.obs.low = {-kXThreshold * 2, -FLT_MAX, -kThetaThreshold * 2, -FLT_MAX};
+    spec.obs.high = {kXThreshold * 2, core::kInf, kThetaThreshold * 2, core::kInf};
+    spec.obs.low = {-kXThreshold * 2, -core::kInf, -kThetaThreshold * 2, -core::kInf};
     spec.num_actions = 2;
     spec.max_episode_steps = 500;
     return spec;
