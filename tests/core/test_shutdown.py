@@ -79,7 +79,10 @@ def test_interpreter_exit_with_work_in_flight_does_not_hang(how):
     body = {
         "exit": "pass",
         "exception": "raise SystemExit(3)",
-        "sys_exit_in_thread": "import threading; threading.Thread(target=p.recv, daemon=True).start()",
+        # The sleep lets the thread enter recv (a step takes 200 ms) before the interpreter exits.
+        "sys_exit_in_thread": (
+            "import threading, time; threading.Thread(target=p.recv, daemon=True).start(); time.sleep(0.05)"
+        ),
     }[how]
     code = (
         "import rlfast\n"
@@ -95,5 +98,6 @@ def test_interpreter_exit_with_work_in_flight_does_not_hang(how):
     if how == "exit":
         assert proc.stderr == ""
     if how == "sys_exit_in_thread" and proc.stderr:
-        assert "the pool was closed while recv() was waiting" in proc.stderr
+        # A daemon thread blocked in recv gets a clean PoolStateError when atexit closes the pool.
+        assert "PoolStateError: the pool was closed while recv() was waiting" in proc.stderr, proc.stderr
     assert time.monotonic() - start < 20

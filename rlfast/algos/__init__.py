@@ -1,0 +1,1 @@
+"""Pure, testable pieces of the trainers (advantages, losses, profiling)."""
