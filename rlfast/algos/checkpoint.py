@@ -1,0 +1,136 @@
+"""Checkpoints every trainer writes the same way, so ``scripts/evaluate.py`` reads them all.
+
+One ``torch.save``d dict, loadable with ``weights_only=True``::
+
+    format       1
+    script       "ppo.py": evaluate.py imports scripts/<script> for ``make_agent``
+    env_id       task id for rlfast.make; env_kwargs: its other keywords (no num_envs/seed)
+    args         the trainer's Args as a plain dict (``dataclasses.asdict``)
+    global_step, iteration   progress when saved (iteration = completed iterations)
+    models       {"agent": state_dict, ...}
+    optimizers   {"optimizer": state_dict, ...}
+    normalizers  {"obs": ObsNormalizer.state_dict(), ...} ({} when none)
+    rng          torch (CPU + every CUDA device), numpy legacy global, python ``random``
+
+Writes are atomic (temp file in the same folder + ``os.replace``): a crash or Ctrl-C while
+saving leaves the previous checkpoint intact.
+"""
+
+import os
+import random
+import tempfile
+from pathlib import Path
+from typing import Any, Mapping, Optional, Union
+
+import numpy as np
+import torch
+
+FORMAT = 1
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def rng_state() -> dict[str, Any]:
+    """The torch, numpy and python global RNG states, as weights_only-loadable values."""
+    np_state = np.random.get_state()
+    py_version, py_internal, py_gauss = random.getstate()
+    return {
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "numpy": {
+            "keys": torch.from_numpy(np_state[1].astype(np.int64)),
+            "pos": int(np_state[2]),
+            "has_gauss": int(np_state[3]),
+            "cached_gaussian": float(np_state[4]),
+        },
+        "python": {"version": py_version, "internal": list(py_internal), "gauss_next": py_gauss},
+    }
+
+
+def set_rng_state(state: Mapping[str, Any]) -> None:
+    """Restores what ``rng_state`` captured (CUDA states only where the devices exist)."""
+    torch.set_rng_state(state["torch"].cpu())
+    if state.get("cuda") and torch.cuda.is_available():
+        cuda = [s.cpu() for s in state["cuda"]][: torch.cuda.device_count()]
+        for i, s in enumerate(cuda):
+            torch.cuda.set_rng_state(s, i)
+    n = state["numpy"]
+    keys = n["keys"].numpy().astype(np.uint32)
+    np.random.set_state(("MT19937", keys, n["pos"], n["has_gauss"], n["cached_gaussian"]))
+    p = state["python"]
+    random.setstate((p["version"], tuple(p["internal"]), p["gauss_next"]))
+
+
+def make_checkpoint(
+    *,
+    script: str,
+    env_id: str,
+    args: Mapping[str, Any],
+    global_step: int,
+    iteration: int,
+    models: Mapping[str, torch.nn.Module],
+    optimizers: Optional[Mapping[str, torch.optim.Optimizer]] = None,
+    normalizers: Optional[Mapping[str, Any]] = None,
+    env_kwargs: Optional[Mapping[str, Any]] = None,
+) -> dict[str, Any]:
+    """Collects a trainer's state into the checkpoint dict (see the module docstring)."""
+    return {
+        "format": FORMAT,
+        "script": script,
+        "env_id": env_id,
+        "env_kwargs": dict(env_kwargs or {}),
+        "args": dict(args),
+        "global_step": int(global_step),
+        "iteration": int(iteration),
+        "models": {k: _unwrap(m).state_dict() for k, m in models.items()},
+        "optimizers": {k: o.state_dict() for k, o in (optimizers or {}).items()},
+        "normalizers": {k: n.state_dict() for k, n in (normalizers or {}).items()},
+        "rng": rng_state(),
+    }
+
+
+def save_checkpoint(path: PathLike, checkpoint: Mapping[str, Any]) -> Path:
+    """Writes ``checkpoint`` to ``path`` atomically; returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(dict(checkpoint), f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def load_checkpoint(path: PathLike, map_location: Union[str, torch.device, None] = "cpu") -> dict[str, Any]:
+    """Reads a checkpoint (``weights_only=True``: no code runs) and checks its format."""
+    ckpt = torch.load(path, map_location=map_location, weights_only=True)
+    if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
+        raise ValueError(f"{path} is not an rlfast checkpoint of format {FORMAT}")
+    return ckpt
+
+
+def restore(
+    ckpt: Mapping[str, Any],
+    models: Mapping[str, torch.nn.Module],
+    optimizers: Optional[Mapping[str, torch.optim.Optimizer]] = None,
+    normalizers: Optional[Mapping[str, Any]] = None,
+    rng: bool = True,
+) -> None:
+    """Loads a checkpoint's states into live objects (and the global RNGs when ``rng``)."""
+    for key, model in models.items():
+        _unwrap(model).load_state_dict(ckpt["models"][key])
+    for key, optimizer in (optimizers or {}).items():
+        optimizer.load_state_dict(ckpt["optimizers"][key])
+    for key, normalizer in (normalizers or {}).items():
+        normalizer.load_state_dict(ckpt["normalizers"][key])
+    if rng:
+        set_rng_state(ckpt["rng"])
+
+
+def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    """The module under a ``torch.compile`` wrapper (its state_dict keys carry no ``_orig_mod.``)."""
+    return getattr(model, "_orig_mod", model)

@@ -1,0 +1,67 @@
+"""Command lines over presets: ``--config preset.toml`` supplies defaults, flags override them.
+
+    args = parse_args(Args)                      # sys.argv[1:]
+    args = parse_args(Args, base=ckpt["args"])   # a checkpoint's args as the first layer
+
+Layers, later wins: the dataclass defaults, ``base``, the TOML file, the command line. TOML
+keys are ``Args`` field names (``num_envs`` or ``num-envs``); unknown keys are an error
+naming them. The preset's path is recorded in the ``config`` field when ``Args`` has one.
+"""
+
+import dataclasses
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence, TypeVar
+
+import tyro
+
+T = TypeVar("T")
+
+
+def split_config_flag(argv: Sequence[str]) -> tuple[Optional[str], list[str]]:
+    """Removes ``--config PATH`` / ``--config=PATH`` from ``argv``: ``(path or None, rest)``."""
+    path, rest, i = None, [], 0
+    argv = list(argv)
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--config":
+            if i + 1 >= len(argv):
+                raise SystemExit("error: --config needs a path to a .toml file")
+            path, i = argv[i + 1], i + 2
+            continue
+        if arg.startswith("--config="):
+            path = arg.split("=", 1)[1]
+        else:
+            rest.append(arg)
+        i += 1
+    return path, rest
+
+
+def load_toml(cls: type, path: str) -> dict[str, Any]:
+    """A preset's values keyed by field name; SystemExit naming the file for unknown keys."""
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        raise SystemExit(f"error: config file {path} not found") from None
+    except tomllib.TOMLDecodeError as e:
+        raise SystemExit(f"error: config file {path}: {e}") from None
+    names = {f.name for f in dataclasses.fields(cls)}
+    values = {key.replace("-", "_"): value for key, value in data.items()}
+    unknown = sorted(set(values) - names)
+    if unknown:
+        raise SystemExit(f"error: config file {path}: unknown keys {', '.join(unknown)} (not fields of {cls.__name__})")
+    return values
+
+
+def parse_args(cls: type[T], argv: Optional[Sequence[str]] = None, base: Optional[Mapping[str, Any]] = None) -> T:
+    """Builds ``cls`` from defaults <- ``base`` <- ``--config`` TOML <- command line (``argv``)."""
+    path, rest = split_config_flag(sys.argv[1:] if argv is None else argv)
+    names = {f.name for f in dataclasses.fields(cls)}
+    values = {k: v for k, v in (base or {}).items() if k in names}
+    if path is not None:
+        values.update(load_toml(cls, path))
+        if "config" in names:
+            values["config"] = str(Path(path))
+    return tyro.cli(cls, default=cls(**values), args=rest)

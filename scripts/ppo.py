@@ -1,0 +1,374 @@
+"""PPO for discrete-action classic control (CartPole, Acrobot, MountainCar) on rlfast's env pool.
+
+CleanRL's ``ppo.py``: same network, hyperparameters and update, with the envs stepped by
+rlfast's C++ pool, rollout storage on the training device and a profile of where the time
+goes. The pieces shared with the other trainers live in ``rlfast/algos``.
+
+    python scripts/ppo.py                                    # CleanRL defaults: CartPole-v1, 500k steps
+    python scripts/ppo.py --config configs/cartpole.toml --seed 2
+    python scripts/ppo.py --resume runs/<run>/checkpoint.pt  # continue that run (same run dir)
+    python scripts/evaluate.py runs/<run>/checkpoint.pt
+    tensorboard --logdir runs
+
+Episode ends use next-step autoreset and CleanRL's ``next_done = terminated | truncated``
+convention; ``rlfast/algos/gae.py`` explains what that does to the reset step.
+Ctrl-C saves ``checkpoint.pt`` into the run dir, closes the pool and exits with status 130.
+"""
+
+import dataclasses
+import os
+import random
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+from torch.utils.tensorboard import SummaryWriter
+
+import rlfast
+from rlfast.algos.checkpoint import load_checkpoint, make_checkpoint, restore, save_checkpoint
+from rlfast.algos.config import parse_args
+from rlfast.algos.distributions import categorical
+from rlfast.algos.gae import gae
+from rlfast.algos.ppo import PPOLoss, explained_variance, ppo_loss
+from rlfast.algos.profiling import SectionTimer
+
+SCRIPT = "ppo.py"
+
+
+@dataclass
+class Args:
+    exp_name: str = "ppo"
+    """the name of this experiment (part of the run dir name)"""
+    seed: int = 1
+    """seed of the experiment (envs get seed + env index)"""
+    torch_deterministic: bool = True
+    """sets `torch.backends.cudnn.deterministic`"""
+    cuda: bool = True
+    """train on CUDA when it is available"""
+    compile: bool = False
+    """torch.compile the policy forward and the minibatch loss"""
+    config: Optional[str] = None
+    """a TOML preset (configs/*.toml) whose keys are these fields; the command line overrides it"""
+    resume: Optional[str] = None
+    """a checkpoint to continue: its args are the defaults, and logs and checkpoints go to its run dir"""
+    runs_dir: str = "runs"
+    """folder holding the run dirs `{env_id}__{exp_name}__{seed}__{time}`"""
+    save_interval: int = 0
+    """also save `checkpoint_{iteration}.pt` every this many iterations (0: only the final checkpoint.pt)"""
+    target_return: Optional[float] = None
+    """stop early once the mean return of the last 20 episodes reaches this"""
+    num_threads: Optional[int] = None
+    """env pool worker threads (default: min(cores, num_envs))"""
+    torch_threads: Optional[int] = None
+    """torch intra-op threads on CPU (default: torch's choice)"""
+    profile_sync: bool = False
+    """synchronize CUDA at profiler section boundaries (exact split, a little slower)"""
+
+    env_id: str = "CartPole-v1"
+    """the task id (rlfast.list_envs())"""
+    total_timesteps: int = 500000
+    """total env steps of the experiment"""
+    learning_rate: float = 2.5e-4
+    """the learning rate of the optimizer"""
+    num_envs: int = 4
+    """the number of parallel envs"""
+    num_steps: int = 128
+    """steps per env per rollout"""
+    anneal_lr: bool = True
+    """anneal the learning rate linearly to 0"""
+    gamma: float = 0.99
+    """the discount factor gamma"""
+    gae_lambda: float = 0.95
+    """the lambda for generalized advantage estimation"""
+    num_minibatches: int = 4
+    """the number of minibatches per epoch"""
+    update_epochs: int = 4
+    """the number of epochs over each rollout"""
+    norm_adv: bool = True
+    """normalize advantages per minibatch"""
+    clip_coef: float = 0.2
+    """the surrogate clipping coefficient"""
+    clip_vloss: bool = True
+    """clip the value loss as in the PPO paper's code"""
+    ent_coef: float = 0.01
+    """coefficient of the entropy bonus"""
+    vf_coef: float = 0.5
+    """coefficient of the value loss"""
+    max_grad_norm: float = 0.5
+    """the maximum norm for gradient clipping"""
+    target_kl: Optional[float] = None
+    """stop an update's epochs early once the approx KL exceeds this"""
+
+    @property
+    def batch_size(self) -> int:
+        return self.num_envs * self.num_steps
+
+    @property
+    def minibatch_size(self) -> int:
+        return self.batch_size // self.num_minibatches
+
+    @property
+    def num_iterations(self) -> int:
+        return self.total_timesteps // self.batch_size
+
+
+def layer_init(layer: nn.Linear, std: float = np.sqrt(2), bias_const: float = 0.0) -> nn.Linear:
+    torch.nn.init.orthogonal_(layer.weight, std)
+    torch.nn.init.constant_(layer.bias, bias_const)
+    return layer
+
+
+class Agent(nn.Module):
+    """CleanRL's separate 64-64 tanh actor and critic."""
+
+    def __init__(self, obs_dim: int, num_actions: int) -> None:
+        super().__init__()
+        self.critic = nn.Sequential(
+            layer_init(nn.Linear(obs_dim, 64)), nn.Tanh(),
+            layer_init(nn.Linear(64, 64)), nn.Tanh(),
+            layer_init(nn.Linear(64, 1), std=1.0),
+        )  # fmt: skip
+        self.actor = nn.Sequential(
+            layer_init(nn.Linear(obs_dim, 64)), nn.Tanh(),
+            layer_init(nn.Linear(64, 64)), nn.Tanh(),
+            layer_init(nn.Linear(64, num_actions), std=0.01),
+        )  # fmt: skip
+
+    def get_value(self, x: torch.Tensor) -> torch.Tensor:
+        """x: [N, obs_dim] -> V(x): [N]."""
+        return self.critic(x).squeeze(-1)
+
+    def get_action_and_value(
+        self, x: torch.Tensor, action: Optional[torch.Tensor] = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """x: [N, obs_dim] -> (action [N], logprob [N], entropy [N], value [N]); samples when action is None."""
+        action, logprob, entropy = categorical(self.actor(x), action)
+        return action, logprob, entropy, self.get_value(x)
+
+    def act(self, x: torch.Tensor, greedy: bool = False) -> torch.Tensor:
+        """x: [N, obs_dim] -> actions [N]: argmax when greedy, else sampled (scripts/evaluate.py's hook)."""
+        logits = self.actor(x)
+        return logits.argmax(-1) if greedy else categorical(logits)[0]
+
+
+def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> Agent:
+    """The network for these spaces (scripts/evaluate.py rebuilds it from a checkpoint with this)."""
+    if not isinstance(action_space, gym.spaces.Discrete):
+        raise SystemExit(f"error: {args.env_id} has a {type(action_space).__name__} action space; ppo.py needs Discrete")
+    return Agent(int(np.prod(obs_space.shape)), int(action_space.n))
+
+
+def minibatch_loss(agent: Agent, args: Args, obs, actions, logprobs, advantages, returns, values) -> PPOLoss:
+    """The PPO loss of one minibatch (all tensors [M, ...] from the flattened rollout)."""
+    _, newlogprob, entropy, newvalue = agent.get_action_and_value(obs, actions)
+    return ppo_loss(
+        newlogprob, logprobs, advantages, newvalue, values, returns, entropy,
+        clip_coef=args.clip_coef, ent_coef=args.ent_coef, vf_coef=args.vf_coef,
+        clip_vloss=args.clip_vloss, norm_adv=args.norm_adv,
+    )  # fmt: skip
+
+
+def update(agent, optimizer, loss_fn, args: Args, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """``update_epochs`` passes of shuffled minibatch steps over the flattened rollout ``batch``.
+
+    Returns the mean over minibatches of PPOLoss fields 1.. (policy_loss, ..., clipfrac): [6].
+    """
+    stats = []
+    for _ in range(args.update_epochs):
+        perm = torch.randperm(args.batch_size, device=batch["obs"].device)
+        for start in range(0, args.batch_size - args.minibatch_size + 1, args.minibatch_size):
+            mb = perm[start : start + args.minibatch_size]
+            out = loss_fn(agent, args, *(batch[k][mb] for k in ("obs", "actions", "logprobs", "advantages", "returns", "values")))
+            optimizer.zero_grad(set_to_none=True)
+            out.loss.backward()
+            nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+            optimizer.step()
+            stats.append(torch.stack([t.detach() for t in out[1:]]))
+        if args.target_kl is not None and out.approx_kl.item() > args.target_kl:
+            break
+    return torch.stack(stats).mean(0)
+
+
+def format_eta(seconds: float) -> str:
+    seconds = int(max(seconds, 0))
+    return f"{seconds // 3600:d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+def main(args: Args, ckpt: Optional[dict] = None) -> int:
+    if args.num_iterations < 1:
+        raise SystemExit(f"error: total_timesteps {args.total_timesteps} < one rollout of {args.batch_size} steps")
+    if args.batch_size % args.num_minibatches:
+        raise SystemExit(f"error: batch size {args.batch_size} is not divisible by num_minibatches {args.num_minibatches}")
+    if ckpt is not None:
+        run_dir = Path(args.resume).parent
+    else:
+        run_dir = Path(args.runs_dir) / f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    writer = SummaryWriter(str(run_dir))
+    writer.add_text(
+        "hyperparameters",
+        "|param|value|\n|-|-|\n" + "\n".join(f"|{k}|{v}|" for k, v in dataclasses.asdict(args).items()),
+    )
+
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.backends.cudnn.deterministic = args.torch_deterministic
+    if args.torch_threads:
+        torch.set_num_threads(args.torch_threads)
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+
+    start_iteration = ckpt["iteration"] if ckpt else 0
+    global_step = ckpt["global_step"] if ckpt else 0
+    # A resumed run cannot restore the envs' state (the pool does not export it): it starts
+    # fresh episodes from seeds it has not used yet.
+    env_seed = args.seed + start_iteration * args.num_envs
+    envs = rlfast.make(args.env_id, args.num_envs, num_threads=args.num_threads, seed=env_seed)
+    agent = make_agent(args, envs.single_observation_space, envs.single_action_space).to(device)
+    optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+    if ckpt is not None:
+        restore(ckpt, {"agent": agent}, {"optimizer": optimizer})
+    policy = torch.compile(agent.get_action_and_value) if args.compile else agent.get_action_and_value
+    loss_fn = torch.compile(minibatch_loss) if args.compile else minibatch_loss
+
+    def checkpoint(name: str, iteration: int, global_step: int) -> Path:
+        state = make_checkpoint(
+            script=SCRIPT, env_id=args.env_id, args=dataclasses.asdict(args), global_step=global_step,
+            iteration=iteration, models={"agent": agent}, optimizers={"optimizer": optimizer},
+        )  # fmt: skip
+        return save_checkpoint(run_dir / name, state)
+
+    # Rollout storage on the training device; episode stats stay on the host where they arrive.
+    T, B = args.num_steps, args.num_envs
+    obs_shape = envs.single_observation_space.shape
+    obs = torch.zeros((T, B, *obs_shape), device=device)
+    actions = torch.zeros((T, B), dtype=torch.long, device=device)
+    logprobs = torch.zeros((T, B), device=device)
+    rewards = torch.zeros((T, B), device=device)
+    dones = torch.zeros((T, B), device=device)
+    values = torch.zeros((T, B), device=device)
+    pin = device.type == "cuda"
+    ep_done = torch.zeros((T, B), dtype=torch.bool, pin_memory=pin)
+    ep_return = torch.zeros((T, B), pin_memory=pin)
+    ep_length = torch.zeros((T, B), dtype=torch.int32, pin_memory=pin)
+
+    next_obs = torch.zeros((B, *obs_shape), device=device)
+    next_done = torch.zeros(B, device=device)
+    view, _ = envs.reset()
+    next_obs.copy_(view)
+
+    timer = SectionTimer(("env", "inference", "train"), sync_cuda=args.profile_sync)
+    recent = deque(maxlen=20)
+    start_step, start_time, last_print = global_step, time.perf_counter(), 0.0
+    tty = sys.stdout.isatty()
+    completed = (start_iteration, global_step)
+    print(f"run dir: {run_dir}  device: {device}  {envs}")
+    try:
+        for iteration in range(start_iteration + 1, args.num_iterations + 1):
+            timer.start_iteration()
+            iteration_step = global_step
+            if args.anneal_lr:
+                frac = 1.0 - (iteration - 1.0) / args.num_iterations
+                optimizer.param_groups[0]["lr"] = frac * args.learning_rate
+
+            for step in range(T):
+                obs[step] = next_obs
+                dones[step] = next_done
+                with timer("inference"), torch.no_grad():
+                    action, logprob, _, value = policy(next_obs)
+                    values[step] = value
+                    actions[step] = action
+                    logprobs[step] = logprob
+                with timer("env"):
+                    o, r, terminated, truncated, info = envs.step(action)
+                    # o, r, info are views into the pool's ring: copy them before the next step.
+                    next_obs.copy_(o, non_blocking=True)
+                    rewards[step].copy_(r, non_blocking=True)
+                    torch.logical_or(terminated, truncated, out=ep_done[step])
+                    next_done.copy_(ep_done[step], non_blocking=True)
+                    ep_return[step].copy_(info["episode_return"])
+                    ep_length[step].copy_(info["episode_length"])
+            global_step += T * B
+
+            with timer("train"):
+                with torch.no_grad():
+                    next_value = agent.get_value(next_obs)
+                    advantages, returns = gae(rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda)
+                batch = {
+                    "obs": obs.reshape(-1, *obs_shape), "actions": actions.reshape(-1),
+                    "logprobs": logprobs.reshape(-1), "advantages": advantages.reshape(-1),
+                    "returns": returns.reshape(-1), "values": values.reshape(-1),
+                }  # fmt: skip
+                stats = update(agent, optimizer, loss_fn, args, batch).tolist()
+                explained_var = explained_variance(batch["values"], batch["returns"]).item()
+
+            # Episodes that ended in this rollout, logged at the step they ended (as CleanRL does).
+            steps_idx, env_idx = ep_done.nonzero(as_tuple=True)
+            for s, r, n in zip(steps_idx.tolist(), ep_return[ep_done].tolist(), ep_length[ep_done].tolist()):
+                writer.add_scalar("charts/episodic_return", r, iteration_step + (s + 1) * B)
+                writer.add_scalar("charts/episodic_length", n, iteration_step + (s + 1) * B)
+                recent.append(r)
+            elapsed = time.perf_counter() - start_time
+            sps = (global_step - start_step) / elapsed
+            writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
+            writer.add_scalar("charts/SPS", sps, global_step)
+            for name, v in zip(("policy_loss", "value_loss", "entropy", "old_approx_kl", "approx_kl", "clipfrac"), stats):
+                writer.add_scalar(f"losses/{name}", v, global_step)
+            writer.add_scalar("losses/explained_variance", explained_var, global_step)
+            for tag, seconds in timer.end_iteration().items():
+                writer.add_scalar(tag, seconds, global_step)
+
+            mean_return = sum(recent) / len(recent) if recent else float("nan")
+            done_now = iteration == args.num_iterations or (
+                args.target_return is not None and len(recent) == recent.maxlen and mean_return >= args.target_return
+            )
+            if done_now or time.perf_counter() - last_print >= (0.5 if tty else 10.0):
+                last_print = time.perf_counter()
+                eta = (args.num_iterations * args.batch_size - global_step) / max(sps, 1e-9)
+                line = (
+                    f"step {global_step:>9,}/{args.num_iterations * args.batch_size:,} | {sps:>7,.0f} SPS | "
+                    f"ETA {format_eta(eta)} | return {mean_return:6.1f} (last {len(recent)} ep)"
+                )
+                print(f"\r{line}", end="", flush=True) if tty else print(line, flush=True)
+            completed = (iteration, global_step)
+            if args.save_interval and iteration % args.save_interval == 0:
+                checkpoint(f"checkpoint_{iteration:06d}.pt", *completed)
+            if done_now:
+                break
+    except KeyboardInterrupt:
+        # The latest weights (maybe mid-update) with the progress of the last completed iteration.
+        path = checkpoint("checkpoint.pt", *completed)
+        print(f"\ninterrupted at step {global_step:,}: saved {path}", flush=True)
+        envs.close()
+        writer.close()
+        return 130
+
+    if tty:
+        print()
+    path = checkpoint("checkpoint.pt", *completed)
+    print(timer.summary(steps=global_step - start_step))
+    print(f"{global_step - start_step:,} steps in {time.perf_counter() - start_time:.1f} s; saved {path}")
+    envs.close()
+    writer.close()
+    return 0
+
+
+def cli() -> tuple[Args, Optional[dict]]:
+    """Parses the command line; with --resume, the checkpoint's args are the defaults."""
+    args = parse_args(Args)
+    if args.resume is None:
+        return args, None
+    ckpt = load_checkpoint(args.resume)
+    if ckpt["script"] != SCRIPT:
+        raise SystemExit(f"error: {args.resume} was written by {ckpt['script']}, not {SCRIPT}")
+    return parse_args(Args, base=ckpt["args"]), ckpt
+
+
+if __name__ == "__main__":
+    sys.exit(main(*cli()))
