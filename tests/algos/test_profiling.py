@@ -1,0 +1,77 @@
+"""SectionTimer: per-section accumulation, 'other' as the remainder, tags, summary table."""
+
+import time
+
+import pytest
+
+from rlfast.algos.profiling import SectionTimer
+
+
+def test_sections_accumulate_and_other_is_the_remainder():
+    timer = SectionTimer(("env", "train"))
+    for _ in range(2):
+        timer.start_iteration()
+        with timer("env"):
+            time.sleep(0.02)
+        with timer("env"):
+            time.sleep(0.01)
+        with timer("train"):
+            time.sleep(0.01)
+        time.sleep(0.02)  # not in a section: "other"
+        perf = timer.end_iteration()
+        assert set(perf) == {"perf/env", "perf/train", "perf/other"}
+        assert perf["perf/env"] == pytest.approx(0.03, abs=0.015)
+        assert perf["perf/train"] == pytest.approx(0.01, abs=0.015)
+        assert perf["perf/other"] == pytest.approx(0.02, abs=0.015)
+    assert timer.iterations == 2
+    assert timer.totals["env"] == pytest.approx(0.06, abs=0.03)
+    assert timer.totals["env"] > timer.totals["train"]
+
+
+def test_each_iteration_starts_from_zero():
+    timer = SectionTimer(("env",))
+    timer.start_iteration()
+    with timer("env"):
+        time.sleep(0.02)
+    timer.end_iteration()
+    timer.start_iteration()
+    perf = timer.end_iteration()
+    assert perf["perf/env"] == 0.0
+
+
+def test_exception_inside_a_section_still_counts():
+    timer = SectionTimer(("env",))
+    timer.start_iteration()
+    with pytest.raises(ValueError):
+        with timer("env"):
+            time.sleep(0.01)
+            raise ValueError
+    assert timer.end_iteration()["perf/env"] >= 0.01
+
+
+def test_errors():
+    timer = SectionTimer(("env",))
+    with pytest.raises(KeyError, match="unknown section 'nope'"):
+        with timer("nope"):
+            pass
+    with pytest.raises(RuntimeError):
+        timer.end_iteration()
+    with pytest.raises(ValueError):
+        SectionTimer(("env", "other"))
+
+
+def test_summary_table():
+    timer = SectionTimer(("env", "inference", "train"))
+    timer.start_iteration()
+    with timer("train"):
+        time.sleep(0.01)
+    timer.end_iteration()
+    table = timer.summary(steps=1000)
+    lines = table.splitlines()
+    assert lines[0].startswith("profile over 1 iterations")
+    for name in ("env", "inference", "train", "other", "total"):
+        assert any(line.split()[0] == name for line in lines[3:]), name
+    total = next(line for line in lines if line.startswith("total")).split()
+    assert total[2] == "100.0%"
+    train = next(line for line in lines if line.startswith("train")).split()
+    assert float(train[-1]) > 0  # steps/s if train were the only cost
