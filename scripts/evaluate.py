@@ -1,0 +1,120 @@
+"""Evaluates a trainer's checkpoint: N episodes on rlfast's pool, mean ± std of the return.
+
+    python scripts/evaluate.py runs/<run>/checkpoint.pt                 # 10 greedy episodes
+    python scripts/evaluate.py runs/<run>/checkpoint.pt --episodes 100 --sample
+
+Works for any trainer that writes ``rlfast.algos.checkpoint`` checkpoints and whose script
+(named in the checkpoint, looked up next to this file) defines:
+
+- ``Args``: a dataclass built from the checkpoint's ``args`` dict;
+- ``make_agent(args, obs_space, action_space) -> nn.Module`` whose ``state_dict`` is the
+  checkpoint's ``models["agent"]``;
+- ``agent.act(obs, greedy: bool) -> actions`` taking a batch of observations.
+
+An ``ObsNormalizer`` saved as ``normalizers["obs"]`` is applied, frozen. Each of the
+``--episodes`` envs contributes its first episode (so short episodes are not over-counted).
+"""
+
+import dataclasses
+import importlib.util
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import torch
+import tyro
+
+import rlfast
+from rlfast.algos.checkpoint import load_checkpoint
+from rlfast.algos.normalize import ObsNormalizer
+
+SCRIPTS = Path(__file__).resolve().parent
+
+
+@dataclass
+class Args:
+    checkpoint: tyro.conf.Positional[str]
+    """the checkpoint to evaluate (e.g. runs/<run>/checkpoint.pt)"""
+    episodes: int = 10
+    """number of episodes (one per env, all run in parallel)"""
+    sample: bool = False
+    """sample actions from the policy instead of taking the greedy (argmax / mean) action"""
+    seed: int = 12345
+    """seed of the evaluation envs and of action sampling (distinct from training seeds)"""
+    env_id: Optional[str] = None
+    """evaluate on this task instead of the checkpoint's"""
+    cuda: bool = False
+    """run the policy on CUDA when available"""
+
+
+def load_script(name: str):
+    """Imports scripts/<name> (the trainer that wrote the checkpoint) as a module."""
+    path = SCRIPTS / name
+    if not path.is_file():
+        raise SystemExit(f"error: the checkpoint was written by {name}, but {path.name} is not in {SCRIPTS.name}/")
+    spec = importlib.util.spec_from_file_location(f"rlfast_script_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def evaluate(
+    agent: torch.nn.Module,
+    envs: "rlfast.EnvPool",
+    device: torch.device,
+    greedy: bool,
+    obs_normalizer: Optional[ObsNormalizer] = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Steps every env until each has finished one episode: ``(returns [N], lengths [N])``."""
+    n = envs.num_envs
+    returns, lengths = torch.zeros(n), torch.zeros(n, dtype=torch.int64)
+    finished = torch.zeros(n, dtype=torch.bool)
+    obs, _ = envs.reset()
+    while not finished.all():
+        x = obs.to(device)
+        if obs_normalizer is not None:
+            x = obs_normalizer(x)
+        with torch.no_grad():
+            action = agent.act(x, greedy=greedy)
+        obs, _, terminated, truncated, info = envs.step(action.cpu())
+        first = (terminated | truncated) & ~finished
+        returns = torch.where(first, info["episode_return"].float(), returns)
+        lengths = torch.where(first, info["episode_length"].long(), lengths)
+        finished |= first
+    return returns.numpy(), lengths.numpy()
+
+
+def main(args: Args) -> int:
+    ckpt = load_checkpoint(args.checkpoint)
+    script = load_script(ckpt["script"])
+    fields = {f.name for f in dataclasses.fields(script.Args)}
+    train_args = script.Args(**{k: v for k, v in ckpt["args"].items() if k in fields})
+    env_id = args.env_id or ckpt["env_id"]
+    device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
+    torch.manual_seed(args.seed)
+
+    with rlfast.make(env_id, args.episodes, seed=args.seed, **ckpt.get("env_kwargs", {})) as envs:
+        agent = script.make_agent(train_args, envs.single_observation_space, envs.single_action_space).to(device)
+        agent.load_state_dict(ckpt["models"]["agent"])
+        agent.eval()
+        obs_normalizer = None
+        if "obs" in ckpt["normalizers"]:
+            obs_normalizer = ObsNormalizer(envs.single_observation_space.shape, device=device)
+            obs_normalizer.load_state_dict(ckpt["normalizers"]["obs"])
+            obs_normalizer.update = False
+        start = time.perf_counter()
+        returns, lengths = evaluate(agent, envs, device, greedy=not args.sample, obs_normalizer=obs_normalizer)
+        seconds = time.perf_counter() - start
+
+    policy = "sampled" if args.sample else "greedy"
+    print(f"{env_id}: {ckpt['script']} checkpoint at step {ckpt['global_step']:,}, {policy} policy")
+    print(f"episodes: {len(returns)}  mean length: {lengths.mean():.1f}  ({seconds:.1f} s)")
+    print(f"return: {returns.mean():.2f} ± {returns.std():.2f}  (min {returns.min():.1f}, max {returns.max():.1f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(tyro.cli(Args)))
