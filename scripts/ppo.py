@@ -210,12 +210,6 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
         run_dir = Path(args.resume).parent
     else:
         run_dir = Path(args.runs_dir) / f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
-    writer = SummaryWriter(str(run_dir))
-    writer.add_text(
-        "hyperparameters",
-        "|param|value|\n|-|-|\n" + "\n".join(f"|{k}|{v}|" for k, v in dataclasses.asdict(args).items()),
-    )
-
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
@@ -236,6 +230,11 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
         restore(ckpt, {"agent": agent}, {"optimizer": optimizer})
     policy = torch.compile(agent.get_action_and_value) if args.compile else agent.get_action_and_value
     loss_fn = torch.compile(minibatch_loss) if args.compile else minibatch_loss
+    writer = SummaryWriter(str(run_dir))
+    writer.add_text(
+        "hyperparameters",
+        "|param|value|\n|-|-|\n" + "\n".join(f"|{k}|{v}|" for k, v in dataclasses.asdict(args).items()),
+    )
 
     def checkpoint(name: str, iteration: int, global_step: int) -> Path:
         state = make_checkpoint(
@@ -244,7 +243,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
         )  # fmt: skip
         return save_checkpoint(run_dir / name, state)
 
-    # Rollout storage on the training device; episode stats stay on the host where they arrive.
+    # Rollout storage on the training device; episode stats stay on the host, where they arrive.
     T, B = args.num_steps, args.num_envs
     obs_shape = envs.single_observation_space.shape
     obs = torch.zeros((T, B, *obs_shape), device=device)
@@ -253,10 +252,9 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     rewards = torch.zeros((T, B), device=device)
     dones = torch.zeros((T, B), device=device)
     values = torch.zeros((T, B), device=device)
-    pin = device.type == "cuda"
-    ep_done = torch.zeros((T, B), dtype=torch.bool, pin_memory=pin)
-    ep_return = torch.zeros((T, B), pin_memory=pin)
-    ep_length = torch.zeros((T, B), dtype=torch.int32, pin_memory=pin)
+    ep_done = torch.zeros((T, B), dtype=torch.bool)
+    ep_return = torch.zeros((T, B))
+    ep_length = torch.zeros((T, B), dtype=torch.int32)
 
     next_obs = torch.zeros((B, *obs_shape), device=device)
     next_done = torch.zeros(B, device=device)
@@ -265,7 +263,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
 
     timer = SectionTimer(("env", "inference", "train"), sync_cuda=args.profile_sync)
     recent = deque(maxlen=20)
-    start_step, start_time, last_print = global_step, time.perf_counter(), 0.0
+    start_step, start_time, last_print = global_step, time.perf_counter(), float("-inf")
     tty = sys.stdout.isatty()
     completed = (start_iteration, global_step)
     print(f"run dir: {run_dir}  device: {device}  {envs}")
@@ -287,7 +285,8 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
                     logprobs[step] = logprob
                 with timer("env"):
                     o, r, terminated, truncated, info = envs.step(action)
-                    # o, r, info are views into the pool's ring: copy them before the next step.
+                    # o, r, info are views into the pool's ring, valid until the second step after this
+                    # one; the next step's action.cpu() waits for these (stream-ordered) copies.
                     next_obs.copy_(o, non_blocking=True)
                     rewards[step].copy_(r, non_blocking=True)
                     torch.logical_or(terminated, truncated, out=ep_done[step])

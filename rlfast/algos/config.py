@@ -12,7 +12,7 @@ import dataclasses
 import sys
 import tomllib
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence, TypeVar
+from typing import Any, Mapping, Optional, Sequence, TypeVar, Union, get_args, get_origin, get_type_hints
 
 import tyro
 
@@ -52,7 +52,22 @@ def load_toml(cls: type, path: str) -> dict[str, Any]:
     unknown = sorted(set(values) - names)
     if unknown:
         raise SystemExit(f"error: config file {path}: unknown keys {', '.join(unknown)} (not fields of {cls.__name__})")
+    hints = get_type_hints(cls)
+    for key, value in values.items():
+        values[key] = _check_type(path, key, value, hints[key])
     return values
+
+
+def _check_type(path: str, key: str, value: Any, annotation: Any) -> Any:
+    """``value`` if it fits a scalar field type (ints widen to float); SystemExit otherwise."""
+    if get_origin(annotation) is Union:  # Optional[X]: TOML has no null, so the value must be an X
+        options = [a for a in get_args(annotation) if a is not type(None)]
+        annotation = options[0] if len(options) == 1 else annotation
+    if annotation is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if annotation in (int, float, bool, str) and (type(value) is not annotation):
+        raise SystemExit(f"error: config file {path}: {key} = {value!r} is not a {annotation.__name__}")
+    return value
 
 
 def parse_args(cls: type[T], argv: Optional[Sequence[str]] = None, base: Optional[Mapping[str, Any]] = None) -> T:

@@ -1,0 +1,69 @@
+"""parse_args: dataclass defaults <- base (a checkpoint's args) <- --config TOML <- command line."""
+
+from dataclasses import dataclass
+from typing import Optional
+
+import pytest
+
+from rlfast.algos.config import parse_args, split_config_flag
+
+
+@dataclass
+class Args:
+    num_envs: int = 4
+    """envs"""
+    learning_rate: float = 2.5e-4
+    """lr"""
+    anneal_lr: bool = True
+    """anneal"""
+    target_kl: Optional[float] = None
+    """kl"""
+    config: Optional[str] = None
+    """preset"""
+
+
+def write(tmp_path, text):
+    path = tmp_path / "preset.toml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_defaults_without_config():
+    assert parse_args(Args, []) == Args()
+
+
+def test_toml_sets_defaults_and_command_line_wins(tmp_path):
+    path = write(tmp_path, "num_envs = 16\nlearning-rate = 1e-3\nanneal_lr = false\ntarget_kl = 0.02\n")
+    args = parse_args(Args, ["--config", path])
+    assert args == Args(num_envs=16, learning_rate=1e-3, anneal_lr=False, target_kl=0.02, config=path)
+    args = parse_args(Args, [f"--config={path}", "--num-envs", "2", "--anneal-lr"])
+    assert args.num_envs == 2 and args.anneal_lr and args.learning_rate == 1e-3
+    args = parse_args(Args, ["--num-envs", "3", "--config", path])  # order does not matter: the flag wins
+    assert args.num_envs == 3
+
+
+def test_base_layer_sits_under_the_toml(tmp_path):
+    path = write(tmp_path, "num_envs = 16\n")
+    base = {"num_envs": 8, "learning_rate": 0.1, "not_a_field": 1}
+    assert parse_args(Args, [], base=base) == Args(num_envs=8, learning_rate=0.1)
+    args = parse_args(Args, ["--config", path], base=base)
+    assert args.num_envs == 16 and args.learning_rate == 0.1
+
+
+def test_unknown_key_and_missing_file_are_errors(tmp_path):
+    path = write(tmp_path, "num_envz = 16\n")
+    with pytest.raises(SystemExit, match="unknown keys num_envz"):
+        parse_args(Args, ["--config", path])
+    with pytest.raises(SystemExit, match="not found"):
+        parse_args(Args, ["--config", str(tmp_path / "nope.toml")])
+    with pytest.raises(SystemExit, match="needs a path"):
+        split_config_flag(["--config"])
+
+
+def test_wrong_type_in_toml_is_an_error(tmp_path):
+    with pytest.raises(SystemExit, match="num_envs = 'many' is not a int"):
+        parse_args(Args, ["--config", write(tmp_path, 'num_envs = "many"\n')])
+    with pytest.raises(SystemExit, match="anneal_lr = 1 is not a bool"):
+        parse_args(Args, ["--config", write(tmp_path, "anneal_lr = 1\n")])
+    args = parse_args(Args, ["--config", write(tmp_path, "learning_rate = 1\ntarget_kl = 0\n")])
+    assert args.learning_rate == 1.0 and isinstance(args.target_kl, float)
