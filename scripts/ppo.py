@@ -16,7 +16,6 @@ Ctrl-C saves ``checkpoint.pt`` into the run dir, closes the pool and exits with 
 """
 
 import dataclasses
-import os
 import random
 import sys
 import time
@@ -28,7 +27,7 @@ from typing import Optional
 import gymnasium as gym
 import numpy as np
 import torch
-import torch.nn as nn
+from torch import nn
 from torch.utils.tensorboard import SummaryWriter
 
 import rlfast
@@ -161,7 +160,9 @@ class Agent(nn.Module):
 def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> Agent:
     """The network for these spaces (scripts/evaluate.py rebuilds it from a checkpoint with this)."""
     if not isinstance(action_space, gym.spaces.Discrete):
-        raise SystemExit(f"error: {args.env_id} has a {type(action_space).__name__} action space; ppo.py needs Discrete")
+        raise SystemExit(
+            f"error: {args.env_id} has a {type(action_space).__name__} action space; ppo.py needs Discrete"
+        )
     return Agent(int(np.prod(obs_space.shape)), int(action_space.n))
 
 
@@ -185,7 +186,9 @@ def update(agent, optimizer, loss_fn, args: Args, batch: dict[str, torch.Tensor]
         perm = torch.randperm(args.batch_size, device=batch["obs"].device)
         for start in range(0, args.batch_size - args.minibatch_size + 1, args.minibatch_size):
             mb = perm[start : start + args.minibatch_size]
-            out = loss_fn(agent, args, *(batch[k][mb] for k in ("obs", "actions", "logprobs", "advantages", "returns", "values")))
+            out = loss_fn(
+                agent, args, *(batch[k][mb] for k in ("obs", "actions", "logprobs", "advantages", "returns", "values"))
+            )
             optimizer.zero_grad(set_to_none=True)
             out.loss.backward()
             nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
@@ -205,7 +208,9 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     if args.num_iterations < 1:
         raise SystemExit(f"error: total_timesteps {args.total_timesteps} < one rollout of {args.batch_size} steps")
     if args.batch_size % args.num_minibatches:
-        raise SystemExit(f"error: batch size {args.batch_size} is not divisible by num_minibatches {args.num_minibatches}")
+        raise SystemExit(
+            f"error: batch size {args.batch_size} is not divisible by num_minibatches {args.num_minibatches}"
+        )
     if ckpt is not None:
         run_dir = Path(args.resume).parent
     else:
@@ -298,7 +303,9 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
             with timer("train"):
                 with torch.no_grad():
                     next_value = agent.get_value(next_obs)
-                    advantages, returns = gae(rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda)
+                    advantages, returns = gae(
+                        rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda
+                    )
                 batch = {
                     "obs": obs.reshape(-1, *obs_shape), "actions": actions.reshape(-1),
                     "logprobs": logprobs.reshape(-1), "advantages": advantages.reshape(-1),
@@ -308,7 +315,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
                 explained_var = explained_variance(batch["values"], batch["returns"]).item()
 
             # Episodes that ended in this rollout, logged at the step they ended (as CleanRL does).
-            steps_idx, env_idx = ep_done.nonzero(as_tuple=True)
+            steps_idx, _ = ep_done.nonzero(as_tuple=True)
             for s, r, n in zip(steps_idx.tolist(), ep_return[ep_done].tolist(), ep_length[ep_done].tolist()):
                 writer.add_scalar("charts/episodic_return", r, iteration_step + (s + 1) * B)
                 writer.add_scalar("charts/episodic_length", n, iteration_step + (s + 1) * B)
@@ -317,7 +324,9 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
             sps = (global_step - start_step) / elapsed
             writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
             writer.add_scalar("charts/SPS", sps, global_step)
-            for name, v in zip(("policy_loss", "value_loss", "entropy", "old_approx_kl", "approx_kl", "clipfrac"), stats):
+            for name, v in zip(
+                ("policy_loss", "value_loss", "entropy", "old_approx_kl", "approx_kl", "clipfrac"), stats
+            ):
                 writer.add_scalar(f"losses/{name}", v, global_step)
             writer.add_scalar("losses/explained_variance", explained_var, global_step)
             for tag, seconds in timer.end_iteration().items():

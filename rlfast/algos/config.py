@@ -10,11 +10,15 @@ naming them. The preset's path is recorded in the ``config`` field when ``Args``
 
 import dataclasses
 import sys
-import tomllib
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence, TypeVar, Union, get_args, get_origin, get_type_hints
 
 import tyro
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 
 T = TypeVar("T")
 

@@ -77,7 +77,9 @@ class SectionTimer:
         """
         n = max(self.iterations, 1)
         wall = max(self._wall, 1e-12)
-        header = f"{'section':<10} {'total s':>9} {'share':>7} {'ms/iter':>9}" + (f" {'steps/s alone':>14}" if steps else "")
+        header = f"{'section':<10} {'total s':>9} {'share':>7} {'ms/iter':>9}" + (
+            f" {'steps/s alone':>14}" if steps else ""
+        )
         lines = [f"profile over {self.iterations} iterations, {self._wall:.2f} s", header, "-" * len(header)]
         for name, seconds in list(self.totals.items()) + [("total", self._wall)]:
             row = f"{name:<10} {seconds:>9.2f} {100 * seconds / wall:>6.1f}% {1000 * seconds / n:>9.2f}"

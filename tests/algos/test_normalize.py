@@ -92,7 +92,9 @@ def test_reward_scaler_matches_gymnasium_normalize_reward():
     # gymnasium's NormalizeReward over its CartPole vector env (next-step autoreset), and ours fed
     # the same raw reward / terminated / truncated stream, episode ends and reset steps included.
     n, gamma = 3, 0.9
-    base = gym.make_vec("CartPole-v1", num_envs=n, vectorization_mode="sync", vector_kwargs={"autoreset_mode": "NextStep"})
+    base = gym.make_vec(
+        "CartPole-v1", num_envs=n, vectorization_mode="sync", vector_kwargs={"autoreset_mode": "NextStep"}
+    )
     raw = RecordReward(base)
     env = gym.wrappers.vector.NormalizeReward(raw, gamma=gamma)
     env.reset(seed=0)

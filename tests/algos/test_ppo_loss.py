@@ -11,7 +11,10 @@ from rlfast.algos.ppo import explained_variance, normalize_advantages, ppo_loss
 
 def call(newlogprob, oldlogprob, adv, newvalue=None, oldvalue=None, returns=None, entropy=None, **kw):
     n = len(newlogprob)
-    t = lambda x, d=0.0: torch.tensor(x if x is not None else [d] * n, dtype=torch.float64)  # noqa: E731
+
+    def t(x):
+        return torch.tensor(x if x is not None else [0.0] * n, dtype=torch.float64)
+
     kw = {"clip_coef": 0.2, "ent_coef": 0.0, "vf_coef": 0.0, "norm_adv": False, **kw}
     return ppo_loss(t(newlogprob), t(oldlogprob), t(adv), t(newvalue), t(oldvalue), t(returns), t(entropy), **kw)
 

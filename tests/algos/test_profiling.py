@@ -42,18 +42,16 @@ def test_each_iteration_starts_from_zero():
 def test_exception_inside_a_section_still_counts():
     timer = SectionTimer(("env",))
     timer.start_iteration()
-    with pytest.raises(ValueError):
-        with timer("env"):
-            time.sleep(0.01)
-            raise ValueError
+    with pytest.raises(ValueError), timer("env"):
+        time.sleep(0.01)
+        raise ValueError
     assert timer.end_iteration()["perf/env"] >= 0.01
 
 
 def test_errors():
     timer = SectionTimer(("env",))
-    with pytest.raises(KeyError, match="unknown section 'nope'"):
-        with timer("nope"):
-            pass
+    with pytest.raises(KeyError, match="unknown section 'nope'"), timer("nope"):
+        pass
     with pytest.raises(RuntimeError):
         timer.end_iteration()
     with pytest.raises(ValueError):

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+import tomllib
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from rlfast.algos.checkpoint import load_checkpoint
@@ -21,7 +22,7 @@ TINY = ["--num-envs", "4", "--num-steps", "32", "--no-cuda", "--torch-threads", 
 
 
 def run(script, *args, cwd, timeout=180):
-    proc = subprocess.run([sys.executable, str(SCRIPTS / script), *args], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, str(SCRIPTS / script), *args], check=False, capture_output=True, text=True,
                           timeout=timeout, cwd=cwd)  # fmt: skip
     return proc
 
@@ -44,7 +45,7 @@ def test_smoke_run_dir_and_outputs(smoke_run):
     assert any(n.startswith("events.out.tfevents") for n in names)
     assert re.search(r"step\s+512/512 \|\s+[\d,]+ SPS \| ETA 0:00:00 \| return", proc.stdout)
     for section in ("env", "inference", "train", "other", "total"):
-        assert re.search(rf"^{section}\s+\d+\.\d+\s+\d+\.\d%", proc.stdout, re.M), section
+        assert re.search(rf"^{section}\s+\d+\.\d+\s+\d+\.\d%", proc.stdout, re.MULTILINE), section
 
     ckpt = load_checkpoint(run_dir / "checkpoint.pt")
     assert ckpt["script"] == "ppo.py" and ckpt["env_id"] == "CartPole-v1"
@@ -96,7 +97,9 @@ def test_plot_profile_without_matplotlib_says_how_to_get_it(smoke_run, tmp_path)
     code = ("import sys, runpy; sys.modules['matplotlib'] = None; "
             f"sys.argv = ['plot_profile.py', {str(run_dir)!r}]; runpy.run_path({str(SCRIPTS / 'plot_profile.py')!r}, "
             "run_name='__main__')")  # fmt: skip
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
     assert proc.returncode != 0 and "pip install matplotlib" in proc.stderr
 
 
@@ -117,8 +120,6 @@ def test_preset_is_loaded_and_command_line_wins(tmp_path):
 
 
 def tomllib_load(path):
-    import tomllib
-
     with open(path, "rb") as f:
         return tomllib.load(f)
 
