@@ -52,7 +52,7 @@ class Args:
     cuda: bool = True
     """train on CUDA when it is available"""
     compile: bool = False
-    """torch.compile the policy forward and the minibatch loss"""
+    """torch.compile the policy forward and the minibatch loss (for GPUs: on a 2-core CPU it is slower)"""
     config: Optional[str] = None
     """a TOML preset (configs/*.toml) whose keys are these fields; the command line overrides it"""
     resume: Optional[str] = None
@@ -269,6 +269,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     timer = SectionTimer(("env", "inference", "train"), sync_cuda=args.profile_sync)
     recent = deque(maxlen=20)
     start_step, start_time, last_print = global_step, time.perf_counter(), float("-inf")
+    sps_step, sps_time = start_step, start_time  # SPS counts from the end of the first (warm-up) iteration
     tty = sys.stdout.isatty()
     completed = (start_iteration, global_step)
     print(f"run dir: {run_dir}  device: {device}  {envs}")
@@ -320,8 +321,10 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
                 writer.add_scalar("charts/episodic_return", r, iteration_step + (s + 1) * B)
                 writer.add_scalar("charts/episodic_length", n, iteration_step + (s + 1) * B)
                 recent.append(r)
-            elapsed = time.perf_counter() - start_time
-            sps = (global_step - start_step) / elapsed
+            now = time.perf_counter()
+            sps = (global_step - sps_step) / (now - sps_time)
+            if iteration == start_iteration + 1:
+                sps_step, sps_time = global_step, now
             writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
             writer.add_scalar("charts/SPS", sps, global_step)
             for name, v in zip(
