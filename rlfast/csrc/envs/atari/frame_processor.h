@@ -9,6 +9,11 @@
 #include <string>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#include <xmmintrin.h>
+#endif
+
 namespace rlfast::envs::atari {
 
 /// Turns one or two raw ALE screens (palette indices) into one observation frame:
@@ -34,8 +39,10 @@ class FrameProcessor {
         dst_h_(dst_h),
         dst_w_(dst_w),
         channels_(gray_scale ? 1 : 3),
-        row_(src_w),
-        hsum_(dst_w),
+        row_(static_cast<std::size_t>(src_w) * 4),
+        bytes_(static_cast<std::size_t>(src_w) * 4),
+        index_(src_w),
+        hsum_(static_cast<std::size_t>(src_h) * dst_w),
         vsum_(dst_w) {
     if (dst_h < 1 || dst_h > src_h || dst_w < 1 || dst_w > src_w) {
       throw std::invalid_argument("img_height/img_width must be in [1, " + std::to_string(src_h) +
@@ -43,9 +50,15 @@ class FrameProcessor {
                                   "downscales), got " + std::to_string(dst_h) + "x" +
                                   std::to_string(dst_w));
     }
+    pool_lut_.resize(static_cast<std::size_t>(channels_) * kPoolLutSize);
     for (int c = 0; c < channels_; ++c) {
-      for (int i = 0; i < 256; ++i) {
-        lut_[c][i] = gray_scale ? palette_gray[i] : palette_rgb[i * 3 + c];
+      auto value = [&](int i) { return gray_scale ? palette_gray[i] : palette_rgb[i * 3 + c]; };
+      for (int i = 0; i < 256; ++i) lut8_[c][i] = value(i);
+      for (int i = 0; i < 256; ++i) lut_[c][i] = value(i);
+      for (int i = 0; i < 128; ++i) {
+        for (int j = 0; j < 128; ++j) {
+          pool_lut_[c * kPoolLutSize + i * 128 + j] = std::max(value(2 * i), value(2 * j));
+        }
       }
     }
     // OpenCV computes the scale as 1 / (dst / src) in double; so do we.
@@ -72,8 +85,10 @@ class FrameProcessor {
   /// Writes one [channels, dst_h, dst_w] frame to `out` from screen `a`, max-pooled with
   /// screen `b` unless `b` is null. Both are src_h × src_w palette indices.
   void Process(const uint8_t* a, const uint8_t* b, uint8_t* out) {
+    // Fused: no full-size intermediate image; palette + max-pool output lives in a 4-row
+    // buffer that the horizontal pass consumes right away.
     for (int c = 0; c < channels_; ++c) {
-      ProcessChannel(lut_[c], a, b, out + static_cast<std::size_t>(c) * dst_h_ * dst_w_);
+      ProcessChannel(c, a, b, out + static_cast<std::size_t>(c) * dst_h_ * dst_w_);
     }
   }
 
@@ -102,62 +117,174 @@ class FrameProcessor {
     }
   }
 
-  /// Horizontal pass of one source row: palette lookup, max-pool, weighted column sums.
-  void RowSums(const uint8_t* lut, const uint8_t* a, const uint8_t* b) {
-    float* row = row_.data();
-    if (b == nullptr) {
-      for (int x = 0; x < src_w_; ++x) row[x] = lut[a[x]];
-    } else {
-      for (int x = 0; x < src_w_; ++x) row[x] = std::max(lut[a[x]], lut[b[x]]);
+  /// Horizontal pass: hsum_[y][dx] for every source row y. Rows go four at a time through
+  /// SSE lanes (lane r = row y + r, same operations in the same order as the scalar code, so
+  /// the same floats); leftover rows and non-SSE targets take the scalar path.
+  void Horizontal(int c, const uint8_t* a, const uint8_t* b) {
+    const float* lut = lut_[c];
+    int y = 0;
+#if defined(__SSE2__)
+    switch (ntaps_) {
+      case 2: for (; y + 4 <= src_h_; y += 4) Rows4<2>(c, a, b, y); break;
+      case 3: for (; y + 4 <= src_h_; y += 4) Rows4<3>(c, a, b, y); break;
+      default: for (; y + 4 <= src_h_; y += 4) Rows4<0>(c, a, b, y); break;
     }
+#endif
+    for (; y < src_h_; ++y) Row1(lut, a, b, y);
+  }
+
+  void Row1(const float* lut, const uint8_t* a, const uint8_t* b, int y) {
+    const std::size_t off = static_cast<std::size_t>(y) * src_w_;
+    float* row = row_.data();
+    for (int x = 0; x < src_w_; ++x) {
+      row[x] = b == nullptr ? lut[a[off + x]] : std::max(lut[a[off + x]], lut[b[off + x]]);
+    }
+    const int n = ntaps_;
+    float* out = hsum_.data() + static_cast<std::size_t>(y) * dst_w_;
+    for (int dx = 0; dx < dst_w_; ++dx) {
+      float s = 0.0f;
+      for (int k = 0; k < n; ++k) s += row[xsrc_[dx * n + k]] * xw_[dx * n + k];
+      out[dx] = s;
+    }
+  }
+
+#if defined(__SSE2__)
+  template <int kTaps>
+  void Rows4(int c, const uint8_t* a, const uint8_t* b, int y) {
+    const int n = kTaps > 0 ? kTaps : ntaps_;
+    const uint8_t* lut = lut8_[c];
+    const uint8_t* pool = pool_lut_.data() + static_cast<std::size_t>(c) * kPoolLutSize;
+    // Palette + max-pool lookups into four byte rows (scalar: one table load per pixel),
+    // then widen and interleave them with SSE: rows[x * 4 + r] = float(pixel (y + r, x)).
+    uint8_t* bytes = bytes_.data();
+    for (int r = 0; r < 4; ++r) {
+      const std::size_t off = static_cast<std::size_t>(y + r) * src_w_;
+      uint8_t* dst = bytes + r * src_w_;
+      if (b == nullptr) {
+        for (int x = 0; x < src_w_; ++x) dst[x] = lut[a[off + x]];
+      } else {
+        // Table indices 16 at a time, then one scalar load per pixel.
+        uint16_t* idx = index_.data();
+        const __m128i even = _mm_set1_epi16(0xFE);
+        int x = 0;
+        for (; x + 16 <= src_w_; x += 16) {
+          __m128i va = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + off + x));
+          __m128i vb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + off + x));
+          __m128i alo = _mm_unpacklo_epi8(va, _mm_setzero_si128());
+          __m128i ahi = _mm_unpackhi_epi8(va, _mm_setzero_si128());
+          __m128i blo = _mm_unpacklo_epi8(vb, _mm_setzero_si128());
+          __m128i bhi = _mm_unpackhi_epi8(vb, _mm_setzero_si128());
+          __m128i ilo = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(alo, even), 6), _mm_srli_epi16(blo, 1));
+          __m128i ihi = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(ahi, even), 6), _mm_srli_epi16(bhi, 1));
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(idx + x), ilo);
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(idx + x + 8), ihi);
+        }
+        for (; x < src_w_; ++x) idx[x] = static_cast<uint16_t>(PoolIndex(a[off + x], b[off + x]));
+        for (x = 0; x < src_w_; ++x) dst[x] = pool[idx[x]];
+      }
+    }
+    float* rows = row_.data();
+    const __m128i zero = _mm_setzero_si128();
+    int x = 0;
+    for (; x + 16 <= src_w_; x += 16) {
+      __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes + x));
+      __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes + src_w_ + x));
+      __m128i r2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes + 2 * src_w_ + x));
+      __m128i r3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes + 3 * src_w_ + x));
+      __m128i r01lo = _mm_unpacklo_epi8(r0, r1), r01hi = _mm_unpackhi_epi8(r0, r1);
+      __m128i r23lo = _mm_unpacklo_epi8(r2, r3), r23hi = _mm_unpackhi_epi8(r2, r3);
+      // Each 32-bit group now holds (r0, r1, r2, r3) of one x.
+      __m128i q[4] = {_mm_unpacklo_epi16(r01lo, r23lo), _mm_unpackhi_epi16(r01lo, r23lo),
+                      _mm_unpacklo_epi16(r01hi, r23hi), _mm_unpackhi_epi16(r01hi, r23hi)};
+      for (int i = 0; i < 4; ++i) {
+        __m128i w16lo = _mm_unpacklo_epi8(q[i], zero), w16hi = _mm_unpackhi_epi8(q[i], zero);
+        float* o = rows + (x + 4 * i) * 4;
+        _mm_storeu_ps(o, _mm_cvtepi32_ps(_mm_unpacklo_epi16(w16lo, zero)));
+        _mm_storeu_ps(o + 4, _mm_cvtepi32_ps(_mm_unpackhi_epi16(w16lo, zero)));
+        _mm_storeu_ps(o + 8, _mm_cvtepi32_ps(_mm_unpacklo_epi16(w16hi, zero)));
+        _mm_storeu_ps(o + 12, _mm_cvtepi32_ps(_mm_unpackhi_epi16(w16hi, zero)));
+      }
+    }
+    for (; x < src_w_; ++x) {
+      for (int r = 0; r < 4; ++r) rows[x * 4 + r] = bytes[r * src_w_ + x];
+    }
+    float* out = hsum_.data() + static_cast<std::size_t>(y) * dst_w_;
     const int* src = xsrc_.data();
     const float* w = xw_.data();
-    for (int dx = 0; dx < dst_w_; ++dx, src += ntaps_, w += ntaps_) {
-      float s = 0.0f;
-      for (int k = 0; k < ntaps_; ++k) s += row[src[k]] * w[k];
-      hsum_[dx] = s;
+    __m128 col[4];
+    for (int dx = 0; dx < dst_w_; ++dx, src += n, w += n) {
+      __m128 s = _mm_setzero_ps();
+      for (int k = 0; k < n; ++k) {
+        s = _mm_add_ps(s, _mm_mul_ps(_mm_loadu_ps(rows + src[k] * 4), _mm_set1_ps(w[k])));
+      }
+      col[dx & 3] = s;
+      if ((dx & 3) == 3) {  // 4 columns x 4 rows done: transpose into the 4 rows
+        _MM_TRANSPOSE4_PS(col[0], col[1], col[2], col[3]);
+        for (int r = 0; r < 4; ++r) _mm_storeu_ps(out + r * dst_w_ + dx - 3, col[r]);
+      }
+    }
+    for (int dx = dst_w_ & ~3; dx < dst_w_; ++dx) {
+      alignas(16) float lanes[4];
+      _mm_store_ps(lanes, col[dx & 3]);
+      for (int r = 0; r < 4; ++r) out[r * dst_w_ + dx] = lanes[r];
+    }
+  }
+#endif
+
+  /// saturate_cast<uchar>(float): round to nearest, ties to even (cvRound), then clamp.
+  void WriteRow(const float* sum, uint8_t* out) const {
+    int dx = 0;
+#if defined(__SSE2__)
+    for (; dx + 8 <= dst_w_; dx += 8) {  // cvtps2dq rounds by MXCSR: nearest-even by default
+      __m128i lo = _mm_cvtps_epi32(_mm_loadu_ps(sum + dx));
+      __m128i hi = _mm_cvtps_epi32(_mm_loadu_ps(sum + dx + 4));
+      __m128i v = _mm_packus_epi16(_mm_packs_epi32(lo, hi), _mm_setzero_si128());
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(out + dx), v);
+    }
+#endif
+    for (; dx < dst_w_; ++dx) {
+      out[dx] = static_cast<uint8_t>(std::clamp(static_cast<int>(std::nearbyint(sum[dx])), 0, 255));
     }
   }
 
-  void WriteRow(uint8_t* out) const {
-    for (int dx = 0; dx < dst_w_; ++dx) {
-      // saturate_cast<uchar>(float): round to nearest, ties to even (cvRound), then clamp.
-      long v = std::lrint(vsum_[dx]);
-      out[dx] = static_cast<uint8_t>(std::clamp(v, 0L, 255L));
-    }
-  }
-
-  /// The vertical pass walks the row taps in OpenCV's order; a source row shared by two
-  /// output rows is summed horizontally once (same floats as recomputing it).
-  void ProcessChannel(const uint8_t* lut, const uint8_t* a, const uint8_t* b, uint8_t* out) {
+  /// Vertical pass: walks the row taps in OpenCV's order over the horizontal sums.
+  void ProcessChannel(int c, const uint8_t* a, const uint8_t* b, uint8_t* out) {
+    Horizontal(c, a, b);
+    float* sum = vsum_.data();
     int prev_dy = ytaps_[0].dst;
-    int cached_sy = -1;
     std::fill(vsum_.begin(), vsum_.end(), 0.0f);
     for (const Tap& t : ytaps_) {
-      if (t.src != cached_sy) {
-        const std::size_t off = static_cast<std::size_t>(t.src) * src_w_;
-        RowSums(lut, a + off, b == nullptr ? nullptr : b + off);
-        cached_sy = t.src;
-      }
+      const float* h = hsum_.data() + static_cast<std::size_t>(t.src) * dst_w_;
       const float beta = t.weight;
       if (t.dst != prev_dy) {
-        WriteRow(out + static_cast<std::size_t>(prev_dy) * dst_w_);
-        for (int dx = 0; dx < dst_w_; ++dx) vsum_[dx] = beta * hsum_[dx];
+        WriteRow(sum, out + static_cast<std::size_t>(prev_dy) * dst_w_);
+        for (int dx = 0; dx < dst_w_; ++dx) sum[dx] = beta * h[dx];
         prev_dy = t.dst;
       } else {
-        for (int dx = 0; dx < dst_w_; ++dx) vsum_[dx] += beta * hsum_[dx];
+        for (int dx = 0; dx < dst_w_; ++dx) sum[dx] += beta * h[dx];
       }
     }
-    WriteRow(out + static_cast<std::size_t>(prev_dy) * dst_w_);
+    WriteRow(sum, out + static_cast<std::size_t>(prev_dy) * dst_w_);
   }
 
+  // Max-pool lookup: max(lut[a], lut[b]) for both indices even (ALE's NTSC/PAL/SECAM
+  // indices always are; odd ones fold onto their even neighbour like the 1-d table).
+  static constexpr int kPoolLutSize = 128 * 128;
+  static int PoolIndex(uint8_t a, uint8_t b) { return (a >> 1) * 128 + (b >> 1); }
+
   int src_h_, src_w_, dst_h_, dst_w_, channels_;
-  uint8_t lut_[3][256] = {};
+  std::vector<float> row_;         // one row (scalar path) or four interleaved (SSE path)
+  std::vector<uint8_t> bytes_;     // four rows of pixels (SSE path)
+  std::vector<uint16_t> index_;    // one row of PoolIndex values (SSE path)
+  std::vector<float> hsum_;        // [src_h, dst_w] horizontal sums
+  std::vector<float> vsum_;        // [dst_w] vertical accumulator
+  float lut_[3][256] = {};         // palette index -> gray or R/G/B, as float
+  uint8_t lut8_[3][256] = {};      // the same, as bytes
+  std::vector<uint8_t> pool_lut_;  // [channels][128 * 128], see PoolIndex
   std::vector<Tap> xtaps_, ytaps_;
   int ntaps_ = 1;
-  std::vector<int> xsrc_;
-  std::vector<float> xw_;
-  std::vector<float> row_, hsum_, vsum_;
+  std::vector<int> xsrc_;   // [dst_w, ntaps_] source column of each horizontal tap
+  std::vector<float> xw_;   // [dst_w, ntaps_] its weight (0 for padding taps)
 };
 
 }  // namespace rlfast::envs::atari

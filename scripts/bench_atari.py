@@ -1,0 +1,148 @@
+"""Atari throughput, side by side in one run: rlfast vs EnvPool vs ale-py, frames/s.
+
+Frames are emulator frames (agent steps x frame_skip). Every engine runs the same game with
+the same preprocessing (84x84 grayscale, 4-frame stack, frame skip 4) on random actions.
+
+    python scripts/bench_atari.py --task Pong-v5 --seconds 5
+
+Rows: the raw-emulation limit (ale_py.ALEInterface.act in a loop on one thread; times the
+thread count for the all-threads limit), rlfast/EnvPool sync and async, ale-py's vector env,
+and single-env (N=1) pools.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import numpy as np
+
+
+def timed(step_batch, batch: int, frame_skip: int, seconds: float) -> float:
+    """Calls step_batch() until `seconds` pass (after a 1 s warm-up); returns frames/s."""
+    t_end = time.perf_counter() + 1.0
+    while time.perf_counter() < t_end:
+        step_batch()
+    steps = 0
+    t0 = time.perf_counter()
+    while (dt := time.perf_counter() - t0) < seconds:
+        step_batch()
+        steps += batch
+    return steps * frame_skip / dt
+
+
+def raw_ale(game: str, seconds: float) -> float:
+    import ale_py
+
+    ale = ale_py.ALEInterface()
+    ale.setInt("random_seed", 0)
+    ale.loadROM(ale_py.roms.get_rom_path(game))
+    actions = ale.getMinimalActionSet()
+    rng = np.random.default_rng(0)
+
+    def run() -> None:
+        for a in rng.integers(0, len(actions), size=100):
+            ale.act(actions[a])
+            if ale.game_over():
+                ale.reset_game()
+
+    return timed(run, 100, 1, seconds)
+
+
+def rlfast_pool(task: str, n: int, batch: int, threads: int, seconds: float) -> float:
+    import rlfast
+
+    pool = rlfast.make(task, num_envs=n, batch_size=batch, num_threads=threads)
+    num_actions = pool.single_action_space.n
+    rng = np.random.default_rng(0)
+    acts = rng.integers(0, num_actions, size=(1024, batch)).astype(np.int32)
+    i = [0]
+    pool.async_reset()
+    _, _, _, _, info = pool.recv()
+    ids = [info["env_id"].numpy().copy()]
+
+    def run() -> None:
+        pool.send(acts[i[0] % 1024], ids[0])
+        _, _, _, _, info = pool.recv()
+        ids[0] = info["env_id"].numpy()
+        i[0] += 1
+
+    fps = timed(run, batch, 4, seconds)
+    pool.close()
+    return fps
+
+
+def envpool_pool(task: str, n: int, batch: int, threads: int, seconds: float) -> float:
+    import envpool
+
+    env = envpool.make_gymnasium(task, num_envs=n, batch_size=batch, num_threads=threads)
+    num_actions = env.action_space.n
+    rng = np.random.default_rng(0)
+    acts = rng.integers(0, num_actions, size=(1024, batch)).astype(np.int32)
+    i = [0]
+    env.async_reset()
+    _, _, _, _, info = env.recv()
+    ids = [info["env_id"]]
+
+    def run() -> None:
+        env.send(acts[i[0] % 1024], ids[0])
+        _, _, _, _, info = env.recv()
+        ids[0] = info["env_id"]
+        i[0] += 1
+
+    fps = timed(run, batch, 4, seconds)
+    env.close()
+    return fps
+
+
+def ale_vector(game: str, n: int, batch: int, threads: int, seconds: float) -> float:
+    from ale_py.vector_env import AtariVectorEnv
+
+    env = AtariVectorEnv(game, n, batch_size=batch, num_threads=threads, reward_clipping=False)
+    rng = np.random.default_rng(0)
+    acts = rng.integers(0, env.single_action_space.n, size=(1024, batch))
+    i = [0]
+    env.reset()
+
+    def run() -> None:
+        env.step(acts[i[0] % 1024])
+        i[0] += 1
+
+    fps = timed(run, batch, 4, seconds) if batch == n else float("nan")
+    env.close()
+    return fps
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--task", default="Pong-v5")
+    p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--seconds", type=float, default=5.0)
+    args = p.parse_args()
+    game = "".join("_" + c.lower() if c.isupper() else c for c in args.task.split("-")[0]).lstrip("_")
+    t = args.threads
+    sync_n, async_n, async_b = 4 * t, 3 * t, t
+
+    rows = []
+    one = raw_ale(game, args.seconds)
+    rows.append(("raw ALE act(), 1 thread", one))
+    rows.append((f"raw ALE limit, {t} threads (1-thread x {t})", one * t))
+    for name, fn in (("rlfast", rlfast_pool), ("envpool", envpool_pool)):
+        rows.append((f"{name} sync  N={sync_n} threads={t}", fn(args.task, sync_n, sync_n, t, args.seconds)))
+        rows.append((f"{name} async N={async_n} batch={async_b} threads={t}",
+                     fn(args.task, async_n, async_b, t, args.seconds)))
+        rows.append((f"{name} single env N=1", fn(args.task, 1, 1, 1, args.seconds)))
+    rows.append((f"ale-py AtariVectorEnv sync N={sync_n} threads={t}",
+                 ale_vector(game, sync_n, sync_n, t, args.seconds)))
+
+    limit = one * t
+    print(f"\n{args.task}: frames/s (agent steps x 4), {t} threads, {args.seconds:.0f} s each\n")
+    print(f"| {'engine':48s} | {'frames/s':>9s} | {'of limit':>8s} |")
+    print(f"|{'-' * 50}|{'-' * 11}|{'-' * 10}|")
+    for name, fps in rows:
+        print(f"| {name:48s} | {fps:9.0f} | {fps / limit:8.0%} |")
+
+
+if __name__ == "__main__":
+    main()
