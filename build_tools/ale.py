@@ -77,8 +77,11 @@ def _fetch_sdist(version: str, cache: str) -> str:
         cmd = [sys.executable, "-m", "pip", "download", "--no-binary", "ale-py", "--no-deps",
                f"ale-py=={version}", "-d", cache]
         print("rlfast: fetching the ALE source:", " ".join(cmd), flush=True)
+        # Inside pip's isolated build env, PYTHONPATH points at an overlay that hides the base
+        # site-packages (and with it pip itself); the download runs with the base environment.
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONNOUSERSITE")}
         try:
-            subprocess.run(cmd, check=True)
+            subprocess.run(cmd, check=True, env=env)
         except subprocess.CalledProcessError as e:
             raise RuntimeError(
                 f"could not download the ale-py {version} sdist (offline?); point RLFAST_ALE_SDIST "
