@@ -51,9 +51,6 @@ class BuildExt(build_ext):
             e.libraries += ale.libraries
             # Bit-exact frame resize: no fused multiply-add contraction on any target.
             e.extra_compile_args += ["-ffp-contract=off"]
-            if os.environ.get("RLFAST_LTO", "1") != "0":
-                e.extra_compile_args += ale.lto_flags
-                e.extra_link_args += ale.lto_flags
         super().build_extensions()
 
 

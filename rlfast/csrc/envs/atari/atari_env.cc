@@ -141,9 +141,11 @@ void AtariEnv::Reset() {
       }
     }
     if (fire_reset_) ale_->act(ale::PLAYER_A_FIRE);
-    PushFrame(Screen(), nullptr, new_game_);
   }
-  // zero_discount_on_life_loss alone: the emulator is untouched and the stack unchanged.
+  // Every result pushes exactly one frame; a new game fills the whole stack with it. (Under
+  // zero_discount_on_life_loss alone the emulator is untouched: the frame is the current
+  // screen again.) FrameStack (rlfast/frame_stack.py) relies on this rule.
+  PushFrame(Screen(), nullptr, new_game_);
   raw_reward_ = 0.0f;
   game_over_ = false;
   lives_ = ale_->lives();
