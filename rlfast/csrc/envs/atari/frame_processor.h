@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -43,6 +44,7 @@ class FrameProcessor {
         bytes_(static_cast<std::size_t>(src_w) * 4),
         index_(src_w),
         hsum_(static_cast<std::size_t>(src_h) * dst_w),
+        hrow_(src_h),
         vsum_(dst_w) {
     if (dst_h < 1 || dst_h > src_h || dst_w < 1 || dst_w > src_w) {
       throw std::invalid_argument("img_height/img_width must be in [1, " + std::to_string(src_h) +
@@ -117,20 +119,47 @@ class FrameProcessor {
     }
   }
 
-  /// Horizontal pass: hsum_[y][dx] for every source row y. Rows go four at a time through
-  /// SSE lanes (lane r = row y + r, same operations in the same order as the scalar code, so
-  /// the same floats); leftover rows and non-SSE targets take the scalar path.
+  /// Horizontal pass: the sums of every source row y, at hsum_ row `hrow_[y]`. A row whose
+  /// screen indices repeat the row above (common: backgrounds, walls) reuses its sums, an
+  /// exact shortcut. The others go four at a time through SSE lanes (lane r = one row, the
+  /// same operations in the same order as the scalar code, so the same floats).
   void Horizontal(int c, const uint8_t* a, const uint8_t* b) {
-    const float* lut = lut_[c];
-    int y = 0;
+    int pending[4];
+    int np = 0;
+    for (int y = 0; y < src_h_; ++y) {
+      if (y > 0 && SameAsRowAbove(a, y) && (b == nullptr || SameAsRowAbove(b, y))) {
+        hrow_[y] = hrow_[y - 1];
+        continue;
+      }
+      hrow_[y] = y;
+      pending[np++] = y;
+      if (np == 4) {
+        Rows(c, a, b, pending);
+        np = 0;
+      }
+    }
+    if (np > 0) {
+      for (int i = np; i < 4; ++i) pending[i] = pending[np - 1];  // pad: recompute a row
+      Rows(c, a, b, pending);
+    }
+  }
+
+  bool SameAsRowAbove(const uint8_t* screen, int y) const {
+    const uint8_t* row = screen + static_cast<std::size_t>(y) * src_w_;
+    return std::memcmp(row, row - src_w_, src_w_) == 0;
+  }
+
+  /// Horizontal sums of four source rows (duplicates allowed).
+  void Rows(int c, const uint8_t* a, const uint8_t* b, const int* ys) {
 #if defined(__SSE2__)
     switch (ntaps_) {
-      case 2: for (; y + 4 <= src_h_; y += 4) Rows4<2>(c, a, b, y); break;
-      case 3: for (; y + 4 <= src_h_; y += 4) Rows4<3>(c, a, b, y); break;
-      default: for (; y + 4 <= src_h_; y += 4) Rows4<0>(c, a, b, y); break;
+      case 2: return Rows4<2>(c, a, b, ys);
+      case 3: return Rows4<3>(c, a, b, ys);
+      default: return Rows4<0>(c, a, b, ys);
     }
+#else
+    for (int r = 0; r < 4; ++r) Row1(lut_[c], a, b, ys[r]);
 #endif
-    for (; y < src_h_; ++y) Row1(lut, a, b, y);
   }
 
   void Row1(const float* lut, const uint8_t* a, const uint8_t* b, int y) {
@@ -150,7 +179,7 @@ class FrameProcessor {
 
 #if defined(__SSE2__)
   template <int kTaps>
-  void Rows4(int c, const uint8_t* a, const uint8_t* b, int y) {
+  void Rows4(int c, const uint8_t* a, const uint8_t* b, const int* ys) {
     const int n = kTaps > 0 ? kTaps : ntaps_;
     const uint8_t* lut = lut8_[c];
     const uint8_t* pool = pool_lut_.data() + static_cast<std::size_t>(c) * kPoolLutSize;
@@ -158,7 +187,7 @@ class FrameProcessor {
     // then widen and interleave them with SSE: rows[x * 4 + r] = float(pixel (y + r, x)).
     uint8_t* bytes = bytes_.data();
     for (int r = 0; r < 4; ++r) {
-      const std::size_t off = static_cast<std::size_t>(y + r) * src_w_;
+      const std::size_t off = static_cast<std::size_t>(ys[r]) * src_w_;
       uint8_t* dst = bytes + r * src_w_;
       if (b == nullptr) {
         for (int x = 0; x < src_w_; ++x) dst[x] = lut[a[off + x]];
@@ -208,7 +237,8 @@ class FrameProcessor {
     for (; x < src_w_; ++x) {
       for (int r = 0; r < 4; ++r) rows[x * 4 + r] = bytes[r * src_w_ + x];
     }
-    float* out = hsum_.data() + static_cast<std::size_t>(y) * dst_w_;
+    float* out[4];
+    for (int r = 0; r < 4; ++r) out[r] = hsum_.data() + static_cast<std::size_t>(ys[r]) * dst_w_;
     const int* src = xsrc_.data();
     const float* w = xw_.data();
     __m128 col[4];
@@ -220,13 +250,13 @@ class FrameProcessor {
       col[dx & 3] = s;
       if ((dx & 3) == 3) {  // 4 columns x 4 rows done: transpose into the 4 rows
         _MM_TRANSPOSE4_PS(col[0], col[1], col[2], col[3]);
-        for (int r = 0; r < 4; ++r) _mm_storeu_ps(out + r * dst_w_ + dx - 3, col[r]);
+        for (int r = 0; r < 4; ++r) _mm_storeu_ps(out[r] + dx - 3, col[r]);
       }
     }
     for (int dx = dst_w_ & ~3; dx < dst_w_; ++dx) {
       alignas(16) float lanes[4];
       _mm_store_ps(lanes, col[dx & 3]);
-      for (int r = 0; r < 4; ++r) out[r * dst_w_ + dx] = lanes[r];
+      for (int r = 0; r < 4; ++r) out[r][dx] = lanes[r];
     }
   }
 #endif
@@ -254,7 +284,7 @@ class FrameProcessor {
     int prev_dy = ytaps_[0].dst;
     std::fill(vsum_.begin(), vsum_.end(), 0.0f);
     for (const Tap& t : ytaps_) {
-      const float* h = hsum_.data() + static_cast<std::size_t>(t.src) * dst_w_;
+      const float* h = hsum_.data() + static_cast<std::size_t>(hrow_[t.src]) * dst_w_;
       const float beta = t.weight;
       if (t.dst != prev_dy) {
         WriteRow(sum, out + static_cast<std::size_t>(prev_dy) * dst_w_);
@@ -277,6 +307,7 @@ class FrameProcessor {
   std::vector<uint8_t> bytes_;     // four rows of pixels (SSE path)
   std::vector<uint16_t> index_;    // one row of PoolIndex values (SSE path)
   std::vector<float> hsum_;        // [src_h, dst_w] horizontal sums
+  std::vector<int> hrow_;          // [src_h] which hsum_ row holds source row y's sums
   std::vector<float> vsum_;        // [dst_w] vertical accumulator
   float lut_[3][256] = {};         // palette index -> gray or R/G/B, as float
   uint8_t lut8_[3][256] = {};      // the same, as bytes
