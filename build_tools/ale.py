@@ -139,6 +139,9 @@ def _cmake_build(src: str, build: str) -> None:
         "-DBUILD_PYTHON_LIB=OFF", "-DSDL_SUPPORT=OFF", "-DBUILD_VECTOR_LIB=OFF",
         "-DCMAKE_BUILD_TYPE=Release", "-DCMAKE_POSITION_INDEPENDENT_CODE=ON",
         f"-DCMAKE_PROJECT_INCLUDE={no_lto}",
+        # Hidden symbols: inside our shared extension, ALE's calls between its own functions
+        # then bind directly (no PLT, and GCC may inline across -fPIC interposition points).
+        "-DCMAKE_CXX_VISIBILITY_PRESET=hidden", "-DCMAKE_VISIBILITY_INLINES_HIDDEN=ON",
     ]
     print("rlfast: building the ALE C++ core (once; about a minute on 2 cores)", flush=True)
     subprocess.run(configure, check=True)

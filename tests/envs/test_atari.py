@@ -159,6 +159,23 @@ def test_same_seed_same_rollout_across_threads_other_seed_differs():
     assert not same(one, rollout("Breakout-v5", 2, seed=4, **kwargs))
 
 
+def test_reseed_equals_a_fresh_pool_with_that_seed():
+    kwargs = dict(num_envs=2, repeat_action_probability=0.25)
+    actions = np.array([[1, 2], [3, 0], [2, 2]] * 10, dtype=np.int32)
+
+    def run(pool, seed=None):
+        obs, _ = pool.reset(seed=seed)
+        out = [obs.clone()]
+        for a in actions:
+            out.append(pool.step(a)[0].clone())
+        return out
+
+    with rlfast.make("Breakout-v5", seed=5, **kwargs) as fresh, rlfast.make("Breakout-v5", seed=0, **kwargs) as pool:
+        want = run(fresh)
+        run(pool)
+        assert same(want, run(pool, seed=5))
+
+
 def test_sticky_actions_change_the_rollout():
     base = rollout("Breakout-v5", 2, seed=3, noop_max=0)
     assert not same(base, rollout("Breakout-v5", 2, seed=3, noop_max=0, repeat_action_probability=0.25))
