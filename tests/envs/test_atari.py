@@ -136,6 +136,25 @@ def test_matches_envpool_exactly(game):
     pool.close()
 
 
+@pytest.mark.parametrize(
+    "kwargs", [dict(gray_scale=False), dict(img_height=42, img_width=64, stack_num=2), dict(frame_skip=3)]
+)
+def test_options_match_envpool(kwargs):
+    envpool = pytest.importorskip("envpool")
+    ref = envpool.make_gymnasium("Pong-v5", num_envs=2, noop_max=1, seed=0, **kwargs)
+    pool = rlfast.make("Pong-v5", num_envs=2, noop_max=1, seed=0, **kwargs)
+    ref_obs, _ = ref.reset()
+    obs, _ = pool.reset()
+    np.testing.assert_array_equal(obs.numpy(), ref_obs)
+    for actions in random_actions(pool, 100, 2, seed=2):
+        ref_obs, ref_rew, *_ = ref.step(actions)
+        obs, rew, *_ = pool.step(actions)
+        np.testing.assert_array_equal(obs.numpy(), ref_obs)
+        np.testing.assert_array_equal(rew.numpy(), ref_rew)
+    ref.close()
+    pool.close()
+
+
 def rollout(task, num_threads, seed, steps=60, **kwargs):
     with rlfast.make(task, num_envs=4, num_threads=num_threads, seed=seed, **kwargs) as pool:
         obs, _ = pool.reset()
