@@ -8,7 +8,9 @@ from rlfast.gym_adapter import GymnasiumVectorEnv
 
 __version__ = "0.1.0"
 
-__all__ = ["EnvError", "EnvPool", "FrameStack", "GymnasiumVectorEnv", "PoolStateError", "list_envs", "make", "make_gymnasium"]
+__all__ = [
+    "EnvError", "EnvPool", "FrameStack", "GymnasiumVectorEnv", "PoolStateError", "list_envs", "make", "make_gymnasium"
+]
 
 
 def make(

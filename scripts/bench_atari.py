@@ -50,50 +50,36 @@ def raw_ale(game: str, seconds: float) -> float:
     return timed(run, 100, 1, seconds)
 
 
+def send_recv_loop(env, num_actions: int, batch: int, seconds: float, ids_of) -> float:
+    """frames/s of an EnvPool-style send/recv loop (sync when batch == num_envs)."""
+    rng = np.random.default_rng(0)
+    acts = rng.integers(0, num_actions, size=(1024, batch)).astype(np.int32)
+    state = {"i": 0}
+    env.async_reset()
+    state["ids"] = ids_of(env.recv()[-1])
+
+    def run() -> None:
+        env.send(acts[state["i"] % 1024], state["ids"])
+        state["ids"] = ids_of(env.recv()[-1])
+        state["i"] += 1
+
+    fps = timed(run, batch, 4, seconds)
+    env.close()
+    return fps
+
+
 def rlfast_pool(task: str, n: int, batch: int, threads: int, seconds: float) -> float:
     import rlfast
 
     pool = rlfast.make(task, num_envs=n, batch_size=batch, num_threads=threads)
-    num_actions = pool.single_action_space.n
-    rng = np.random.default_rng(0)
-    acts = rng.integers(0, num_actions, size=(1024, batch)).astype(np.int32)
-    i = [0]
-    pool.async_reset()
-    _, _, _, _, info = pool.recv()
-    ids = [info["env_id"].numpy().copy()]
-
-    def run() -> None:
-        pool.send(acts[i[0] % 1024], ids[0])
-        _, _, _, _, info = pool.recv()
-        ids[0] = info["env_id"].numpy()
-        i[0] += 1
-
-    fps = timed(run, batch, 4, seconds)
-    pool.close()
-    return fps
+    return send_recv_loop(pool, pool.single_action_space.n, batch, seconds, lambda info: info["env_id"].numpy())
 
 
 def envpool_pool(task: str, n: int, batch: int, threads: int, seconds: float) -> float:
     import envpool
 
     env = envpool.make_gymnasium(task, num_envs=n, batch_size=batch, num_threads=threads)
-    num_actions = env.action_space.n
-    rng = np.random.default_rng(0)
-    acts = rng.integers(0, num_actions, size=(1024, batch)).astype(np.int32)
-    i = [0]
-    env.async_reset()
-    _, _, _, _, info = env.recv()
-    ids = [info["env_id"]]
-
-    def run() -> None:
-        env.send(acts[i[0] % 1024], ids[0])
-        _, _, _, _, info = env.recv()
-        ids[0] = info["env_id"]
-        i[0] += 1
-
-    fps = timed(run, batch, 4, seconds)
-    env.close()
-    return fps
+    return send_recv_loop(env, env.action_space.n, batch, seconds, lambda info: info["env_id"])
 
 
 def ale_vector(game: str, n: int, batch: int, threads: int, seconds: float) -> float:
@@ -135,7 +121,8 @@ def main() -> None:
             lambda: envpool_pool(args.task, async_n, async_b, t, args.seconds),
         "rlfast single env N=1": lambda: rlfast_pool(args.task, 1, 1, 1, args.seconds),
         "envpool single env N=1": lambda: envpool_pool(args.task, 1, 1, 1, args.seconds),
-        f"ale-py AtariVectorEnv sync N={sync_n} threads={t}": lambda: ale_vector(game, sync_n, sync_n, t, args.seconds),
+        f"ale-py AtariVectorEnv sync N={sync_n} threads={t}":
+            lambda: ale_vector(game, sync_n, sync_n, t, args.seconds),
     }
     # Interleave the engines round by round so load from other processes on a shared
     # machine hits all of them alike; keep each row's best run.
@@ -148,16 +135,15 @@ def main() -> None:
     table = [("raw ALE act(), 1 thread", best["raw ALE act(), 1 thread"]),
              (f"raw ALE limit, {t} threads (1-thread x {t})", limit)]
     table += [(name, fps) for name, fps in best.items() if not name.startswith("raw")]
-    print(f"\n{args.task}: emulator frames/s (agent steps x 4), {t} threads, best of {args.rounds} x {args.seconds:.0f} s\n")
+    print(f"\n{args.task}: emulator frames/s (agent steps x 4), {t} threads, "
+          f"best of {args.rounds} x {args.seconds:.0f} s\n")
     print(f"| {'engine':48s} | {'frames/s':>9s} | {'of limit':>8s} |")
     print(f"|{'-' * 50}|{'-' * 11}|{'-' * 10}|")
     for name, fps in table:
         print(f"| {name:48s} | {fps:9.0f} | {fps / limit:8.0%} |")
-    ratio = lambda a, b: best[a] / best[b]  # noqa: E731
-    print(f"\nrlfast / envpool: sync {ratio(f'rlfast sync  N={sync_n} threads={t}', f'envpool sync  N={sync_n} threads={t}'):.2f}x, "
-          f"async {ratio(f'rlfast async N={async_n} batch={async_b} threads={t}', f'envpool async N={async_n} batch={async_b} threads={t}'):.2f}x, "
-          f"N=1 {ratio('rlfast single env N=1', 'envpool single env N=1'):.2f}x")
-
+    pairs = [(kind, f"rlfast {kind}", f"envpool {kind}") for kind in
+             (f"sync  N={sync_n} threads={t}", f"async N={async_n} batch={async_b} threads={t}", "single env N=1")]
+    print("\nrlfast / envpool: " + ", ".join(f"{kind.split()[0]} {best[r] / best[e]:.2f}x" for kind, r, e in pairs))
 
 if __name__ == "__main__":
     main()
