@@ -47,8 +47,15 @@ AtariEnv::Config Parse(const std::string& task_id, const std::string& game, cons
 }  // namespace
 
 void RegisterAtari(Registry* registry) {
-  std::vector<std::string> games =
-      py::module_::import("ale_py.roms").attr("get_all_rom_ids")().cast<std::vector<std::string>>();
+  std::vector<std::string> games;
+  try {
+    games = py::module_::import("ale_py.roms").attr("get_all_rom_ids")().cast<std::vector<std::string>>();
+  } catch (py::error_already_set& e) {
+    // The other families stay usable; say why the Atari ones are missing.
+    std::string msg = "rlfast: no Atari tasks, ale_py.roms is unavailable: " + std::string(e.what());
+    PyErr_WarnEx(PyExc_RuntimeWarning, msg.c_str(), 1);
+    return;
+  }
   for (const std::string& game : games) {
     const std::string task_id = TaskId(game);
     TaskEntry entry;
