@@ -42,8 +42,9 @@ class FrameProcessor {
   /// Writes one [channels, dst_h, dst_w] frame to `out` from screen `a`, max-pooled with
   /// screen `b` unless `b` is null. Both are src_h × src_w palette indices.
   void Process(const uint8_t* a, const uint8_t* b, uint8_t* out) {
-    // Fused: no full-size intermediate image; palette + max-pool output lives in a 4-row
-    // buffer that the horizontal pass consumes right away.
+    // Fused: no full-size intermediate image. The palette + max-pool output lives in a
+    // 4-row buffer that the horizontal pass consumes at once; only the horizontal sums
+    // (src_h x dst_w floats) wait for the vertical pass.
     for (int c = 0; c < channels_; ++c) {
       ProcessChannel(c, a, b, out + static_cast<std::size_t>(c) * dst_h_ * dst_w_);
     }
