@@ -32,6 +32,7 @@ def macros() -> list[tuple[str, str]]:
 ext = Pybind11Extension(
     "rlfast._C",
     sources(),
+    depends=sorted(glob.glob("rlfast/csrc/**/*.h", recursive=True)),  # rebuild when a header changes
     include_dirs=[HERE],
     define_macros=macros(),
     cxx_std=17,
