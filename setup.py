@@ -2,6 +2,7 @@
 
 import glob
 import os
+import sys
 
 from pybind11.setup_helpers import ParallelCompile, Pybind11Extension, build_ext
 from setuptools import setup
@@ -10,10 +11,13 @@ from setuptools import setup
 ParallelCompile("RLFAST_BUILD_JOBS", default=0).install()
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from build_tools.ale import build_ale  # noqa: E402
 
 
 def sources() -> list[str]:
     files = glob.glob("rlfast/csrc/core/*.cc") + glob.glob("rlfast/csrc/python/*.cc")
+    files += glob.glob("rlfast/csrc/envs/atari/*.cc")
     return sorted(files)
 
 
@@ -28,6 +32,7 @@ def macros() -> list[tuple[str, str]]:
 ext = Pybind11Extension(
     "rlfast._C",
     sources(),
+    depends=sorted(glob.glob("rlfast/csrc/**/*.h", recursive=True)),  # rebuild when a header changes
     include_dirs=[HERE],
     define_macros=macros(),
     cxx_std=17,
@@ -35,4 +40,19 @@ ext = Pybind11Extension(
     extra_link_args=["-pthread"],
 )
 
-setup(ext_modules=[ext], cmdclass={"build_ext": build_ext})
+class BuildExt(build_ext):
+    """Builds ALE's C++ core first (once, cached under build/; see build_tools/ale.py)."""
+
+    def build_extensions(self) -> None:
+        ale = build_ale(HERE)
+        for e in self.extensions:
+            # -isystem: ALE's headers are not ours to warn about.
+            e.extra_compile_args += [f for d in ale.include_dirs for f in ("-isystem", d)]
+            e.extra_objects += ale.extra_objects
+            e.libraries += ale.libraries
+            # Bit-exact frame resize: no fused multiply-add contraction on any target.
+            e.extra_compile_args += ["-ffp-contract=off"]
+        super().build_extensions()
+
+
+setup(ext_modules=[ext], cmdclass={"build_ext": BuildExt})

@@ -20,6 +20,7 @@ const Registry& GetRegistry() {
   static const Registry registry = [] {
     Registry r;
     RegisterClassicControl(&r);
+    RegisterAtari(&r);
     RegisterTesting(&r);
     return r;
   }();

@@ -86,6 +86,7 @@ void RegisterEnv(Registry* registry, const std::string& task_id, const std::stri
 }
 
 void RegisterClassicControl(Registry* registry);
+void RegisterAtari(Registry* registry);
 void RegisterTesting(Registry* registry);
 
 }  // namespace rlfast::python
