@@ -2,6 +2,7 @@
 
 import glob
 import os
+import sys
 
 from pybind11.setup_helpers import ParallelCompile, Pybind11Extension, build_ext
 from setuptools import setup
@@ -10,6 +11,11 @@ from setuptools import setup
 ParallelCompile("RLFAST_BUILD_JOBS", default=0).install()
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from build_tools import mujoco  # noqa: E402  (needs HERE on sys.path under build isolation)
+
+MUJOCO = mujoco.extension_kwargs()
 
 
 def sources() -> list[str]:
@@ -27,12 +33,12 @@ def macros() -> list[tuple[str, str]]:
 
 ext = Pybind11Extension(
     "rlfast._C",
-    sources(),
-    include_dirs=[HERE],
+    sources() + MUJOCO["sources"],
+    include_dirs=[HERE, *MUJOCO["include_dirs"]],
     define_macros=macros(),
     cxx_std=17,
     extra_compile_args=["-O3", "-Wall", "-Wextra", "-fvisibility=hidden"],
-    extra_link_args=["-pthread"],
+    extra_link_args=["-pthread", *MUJOCO["extra_link_args"]],
 )
 
 setup(ext_modules=[ext], cmdclass={"build_ext": build_ext})

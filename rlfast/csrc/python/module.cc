@@ -21,6 +21,7 @@ const Registry& GetRegistry() {
     Registry r;
     RegisterClassicControl(&r);
     RegisterTesting(&r);
+    RegisterMujoco(&r);
     return r;
   }();
   return registry;
@@ -201,6 +202,7 @@ PYBIND11_MODULE(_C, m) {
     for (const auto& kv : GetRegistry()) ids.push_back(kv.first);
     return ids;
   });
+  m.def("mujoco_version_mismatch", &MujocoVersionMismatch);
   m.def("task_family", [](const std::string& t) { return Lookup(t).family; });
   m.def("task_defaults", [](const std::string& t) { return Lookup(t).defaults(); });
   m.def("task_spec", [](const std::string& t, const py::dict& kwargs) {
