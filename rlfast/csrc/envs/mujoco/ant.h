@@ -72,12 +72,10 @@ class Ant : public MujocoEnv {
   }
 
   void Reset() {
-    ResetData();
-    AddUniformQposNoise(config_.reset_noise_scale);
-    SetNormalQvelNoise(config_.reset_noise_scale);
-    Forward();  // no mj_rnePostConstraint: gymnasium's reset obs has cfrc_ext zeroed
+    // No mj_rnePostConstraint after a reset: gymnasium's reset obs has cfrc_ext zeroed.
+    ResetWithNoise(config_.reset_noise_scale, QvelNoise::kNormal);
     std::fill(std::begin(info_), std::end(info_), 0.0);
-    WritePositionInfo();
+    XyInfo(info_);
   }
 
   core::StepResult Step(const Action* action) {
@@ -97,7 +95,7 @@ class Ant : public MujocoEnv {
       contact_sq += f * f;
     }
     const double contact = config_.contact_cost_weight * contact_sq;
-    WritePositionInfo();
+    XyInfo(info_);
     info_[3] = vx;
     info_[4] = vy;
     info_[5] = forward;
@@ -138,12 +136,6 @@ class Ant : public MujocoEnv {
     }
     const double z = data_->qpos[2];
     return config_.healthy_z_range.first <= z && z <= config_.healthy_z_range.second;
-  }
-
-  void WritePositionInfo() {
-    info_[0] = data_->qpos[0];
-    info_[1] = data_->qpos[1];
-    info_[2] = std::sqrt(info_[0] * info_[0] + info_[1] * info_[1]);
   }
 
   Config config_;

@@ -48,10 +48,7 @@ class HalfCheetah : public MujocoEnv {
       : MujocoEnv(c.xml_file, c.frame_skip, seed), config_(c) {}
 
   void Reset() {
-    ResetData();
-    AddUniformQposNoise(config_.reset_noise_scale);
-    SetNormalQvelNoise(config_.reset_noise_scale);
-    Forward();
+    ResetWithNoise(config_.reset_noise_scale, QvelNoise::kNormal);
     info_[0] = data_->qpos[0];
     info_[1] = info_[2] = info_[3] = 0.0;
   }

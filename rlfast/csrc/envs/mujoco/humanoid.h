@@ -143,12 +143,9 @@ class Humanoid : public HumanoidBase {
   }
 
   void Reset() {
-    ResetData();
-    AddUniformQposNoise(config_.reset_noise_scale);
-    SetUniformQvelNoise(config_.reset_noise_scale);
-    Forward();
+    ResetWithNoise(config_.reset_noise_scale, QvelNoise::kUniform);
     std::fill(std::begin(info_), std::end(info_), 0.0);
-    WritePositionInfo();
+    XyInfo(info_);
   }
 
   core::StepResult Step(const Action* action) {
@@ -168,7 +165,7 @@ class Humanoid : public HumanoidBase {
                               SumSquares(data_->cfrc_ext, 6 * model_->nbody),
                           config_.contact_cost_range.first),
                  config_.contact_cost_range.second);
-    WritePositionInfo();
+    XyInfo(info_);
     info_[3] = vx;
     info_[4] = vy;
     info_[5] = survive;
@@ -194,12 +191,6 @@ class Humanoid : public HumanoidBase {
     }
     *x = sx / total_mass_;
     *y = sy / total_mass_;
-  }
-
-  void WritePositionInfo() {
-    info_[0] = data_->qpos[0];
-    info_[1] = data_->qpos[1];
-    info_[2] = std::sqrt(info_[0] * info_[0] + info_[1] * info_[1]);
   }
 
   Config config_;

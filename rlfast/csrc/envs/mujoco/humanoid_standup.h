@@ -58,10 +58,7 @@ class HumanoidStandup : public HumanoidBase {
       : HumanoidBase(c.xml_file, c.frame_skip, seed, c), config_(c) {}
 
   void Reset() {
-    ResetData();
-    AddUniformQposNoise(config_.reset_noise_scale);
-    SetUniformQvelNoise(config_.reset_noise_scale);
-    Forward();
+    ResetWithNoise(config_.reset_noise_scale, QvelNoise::kUniform);
     std::fill(std::begin(info_), std::end(info_), 0.0);
     WritePositionInfo();
   }

@@ -50,10 +50,7 @@ class InvertedDoublePendulum : public MujocoEnv {
   }
 
   void Reset() {
-    ResetData();
-    AddUniformQposNoise(config_.reset_noise_scale);
-    SetNormalQvelNoise(config_.reset_noise_scale);
-    Forward();
+    ResetWithNoise(config_.reset_noise_scale, QvelNoise::kNormal);
     info_[0] = info_[1] = info_[2] = 0.0;
   }
 

@@ -45,10 +45,7 @@ class InvertedPendulum : public MujocoEnv {
       : MujocoEnv(c.xml_file, c.frame_skip, seed), config_(c) {}
 
   void Reset() {
-    ResetData();
-    AddUniformQposNoise(config_.reset_noise_scale);
-    SetUniformQvelNoise(config_.reset_noise_scale);
-    Forward();
+    ResetWithNoise(config_.reset_noise_scale, QvelNoise::kUniform);
     survive_ = 0.0;
   }
 

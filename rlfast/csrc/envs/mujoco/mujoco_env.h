@@ -102,19 +102,27 @@ class MujocoEnv : public core::EnvBase {
     return static_cast<float>(weight) * sum;
   }
 
-  /// Uniform(-scale, scale) noise on qpos0 (gymnasium's reset_model, qpos part).
-  void AddUniformQposNoise(double scale) {
+  enum class QvelNoise { kUniform, kNormal };
+
+  /// gymnasium's reset() for the tasks whose reset_model only adds noise: mj_resetData,
+  /// qpos = qpos0 + U(-scale, scale), qvel = U(-scale, scale) or scale * N(0, 1) (init_qvel
+  /// is zero), then set_state's mj_forward. Draws nq then nv values, in gymnasium's order.
+  void ResetWithNoise(double scale, QvelNoise qvel) {
+    ResetData();
     for (int i = 0; i < model_->nq; ++i) {
       data_->qpos[i] = model_->qpos0[i] + Uniform(-scale, scale);
     }
+    for (int i = 0; i < model_->nv; ++i) {
+      data_->qvel[i] = qvel == QvelNoise::kUniform ? Uniform(-scale, scale) : scale * Normal();
+    }
+    Forward();
   }
-  /// qvel = Uniform(-scale, scale) (init_qvel is zero).
-  void SetUniformQvelNoise(double scale) {
-    for (int i = 0; i < model_->nv; ++i) data_->qvel[i] = Uniform(-scale, scale);
-  }
-  /// qvel = scale * N(0, 1).
-  void SetNormalQvelNoise(double scale) {
-    for (int i = 0; i < model_->nv; ++i) data_->qvel[i] = scale * Normal();
+
+  /// gymnasium's x_position, y_position, distance_from_origin (of qpos[0:2]) into out[0..2].
+  void XyInfo(double* out) const {
+    out[0] = data_->qpos[0];
+    out[1] = data_->qpos[1];
+    out[2] = std::sqrt(out[0] * out[0] + out[1] * out[1]);
   }
 
   /// Copies `n` values from `src` clipped to [lo, hi] into `dst`; returns dst + n.

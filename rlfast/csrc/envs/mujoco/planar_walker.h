@@ -34,10 +34,7 @@ class PlanarWalker : public MujocoEnv {
       : MujocoEnv(c.xml_file, c.frame_skip, seed), config_(c) {}
 
   void Reset() {
-    ResetData();
-    AddUniformQposNoise(config_.reset_noise_scale);
-    SetUniformQvelNoise(config_.reset_noise_scale);
-    Forward();
+    ResetWithNoise(config_.reset_noise_scale, QvelNoise::kUniform);
     std::fill(std::begin(info_), std::end(info_), 0.0);
     WritePositionInfo();
   }

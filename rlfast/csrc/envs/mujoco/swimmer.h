@@ -49,12 +49,9 @@ class Swimmer : public MujocoEnv {
   Swimmer(const Config& c, uint64_t seed) : MujocoEnv(c.xml_file, c.frame_skip, seed), config_(c) {}
 
   void Reset() {
-    ResetData();
-    AddUniformQposNoise(config_.reset_noise_scale);
-    SetUniformQvelNoise(config_.reset_noise_scale);
-    Forward();
+    ResetWithNoise(config_.reset_noise_scale, QvelNoise::kUniform);
     std::fill(std::begin(info_), std::end(info_), 0.0);
-    WritePositionInfo();
+    XyInfo(info_);
   }
 
   core::StepResult Step(const Action* action) {
@@ -63,7 +60,7 @@ class Swimmer : public MujocoEnv {
     const double vx = (data_->qpos[0] - x0) / Dt(), vy = (data_->qpos[1] - y0) / Dt();
     const double forward = config_.forward_reward_weight * vx;
     const double ctrl = CtrlCostF32(action, config_.ctrl_cost_weight);
-    WritePositionInfo();
+    XyInfo(info_);
     info_[3] = vx;
     info_[4] = vy;
     info_[5] = forward;
@@ -82,12 +79,6 @@ class Swimmer : public MujocoEnv {
   void WriteInfo(const core::InfoOut& out) const { WriteScalars(out, info_, 7); }
 
  private:
-  void WritePositionInfo() {
-    info_[0] = data_->qpos[0];
-    info_[1] = data_->qpos[1];
-    info_[2] = std::sqrt(info_[0] * info_[0] + info_[1] * info_[1]);
-  }
-
   Config config_;
   double info_[7] = {};
 };
