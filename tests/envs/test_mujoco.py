@@ -43,6 +43,13 @@ INFO_ATOL = 1e-9
 ALIGN_STEPS = 300
 ALIGN_LIMIT = 150
 
+@pytest.fixture(autouse=True)
+def _mujoco_log_in_tmp(tmp_path, monkeypatch):
+    """MuJoCo appends its warnings (e.g. humanoid.xml's deprecated settotalmass) to
+    MUJOCO_LOG.TXT in the working directory; keep that out of the checkout."""
+    monkeypatch.chdir(tmp_path)
+
+
 needs_hooks = pytest.mark.skipif(not _C.has_test_hooks, reason="built without RLFAST_TEST_HOOKS")
 
 
