@@ -33,7 +33,9 @@ def preload_library() -> None:
     pkg = _package_dir("mujoco")
     libs = sorted(glob.glob(os.path.join(pkg, "libmujoco.so.*"))) if pkg else []
     if not libs:
-        raise ImportError("rlfast needs the 'mujoco' package (libmujoco.so.*): pip install the mujoco version rlfast pins")
+        raise ImportError(
+            "rlfast needs the 'mujoco' package (libmujoco.so.*): pip install the mujoco version rlfast pins"
+        )
     _HANDLE = ctypes.CDLL(libs[-1])
 
 
