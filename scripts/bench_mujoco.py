@@ -157,6 +157,7 @@ def main() -> None:
         rows: list[tuple[str, Callable[[], Optional[float]]]] = [
             (f"raw mj_step, 1 thread (mujoco {mujoco.__version__})", lambda: raw_mj_step(task, a.seconds, 1)),
             (f"raw mj_step, {t} threads", lambda: raw_mj_step(task, a.seconds, t)),
+            ("rlfast sync, 1 thread, N=4", lambda: rlfast_rate(task, a.seconds, 4, 4, 1)),
             ("rlfast sync", lambda: rlfast_rate(task, a.seconds, sync_n, sync_n, t)),
             ("rlfast async", lambda: rlfast_rate(task, a.seconds, async_n, t, t)),
             ("envpool sync (its own MuJoCo)", lambda: envpool_rate(task, a.seconds, sync_n, sync_n, t)),

@@ -244,3 +244,18 @@ def test_async_pool_steps_every_env():
             seen.update(info["env_id"].tolist())
             pool.send(random_actions(pool.single_action_space, 2, rng), info["env_id"])
         assert seen == set(range(6))
+
+
+def test_xml_file_resolves_like_gymnasium(tmp_path):
+    from rlfast import _mujoco
+
+    defaults = {"xml_file": "ant.xml"}
+    ref = gym.make("Ant-v5").unwrapped
+    assert _mujoco.resolve_xml_file(defaults, {})["xml_file"] == ref.fullpath
+    # A path starting with "." is taken relative to the working directory (tmp_path here).
+    (tmp_path / "my_ant.xml").write_text(open(ref.fullpath).read())
+    assert _mujoco.resolve_xml_file(defaults, {"xml_file": "./my_ant.xml"})["xml_file"] == str(tmp_path / "my_ant.xml")
+    with rlfast.make("Ant-v5", num_envs=1, xml_file=str(tmp_path / "my_ant.xml")) as pool:
+        assert pool.single_observation_space.shape == (105,)
+    with pytest.raises(ValueError, match="xml_file must be a str"):
+        _mujoco.resolve_xml_file(defaults, {"xml_file": 3})
