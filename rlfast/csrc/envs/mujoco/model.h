@@ -24,7 +24,7 @@ using ModelPtr = std::shared_ptr<const mjModel>;
 /// (a few hundred KB each, one per distinct file).
 ModelPtr LoadModel(const std::string& xml_file);
 
-/// "<header version>/<library version>" check used at import: empty when they agree, else
+/// Import-time check of the loaded libmujoco against the headers: empty when they agree, else
 /// a message saying which libmujoco was loaded and which one rlfast was built against.
 std::string MujocoVersionMismatch();
 
