@@ -12,7 +12,11 @@ ParallelCompile("RLFAST_BUILD_JOBS", default=0).install()
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+
+from build_tools import mujoco  # noqa: E402  (needs HERE on sys.path under build isolation)
 from build_tools.ale import build_ale  # noqa: E402
+
+MUJOCO = mujoco.extension_kwargs()
 
 
 def sources() -> list[str]:
@@ -31,13 +35,13 @@ def macros() -> list[tuple[str, str]]:
 
 ext = Pybind11Extension(
     "rlfast._C",
-    sources(),
+    sources() + MUJOCO["sources"],
     depends=sorted(glob.glob("rlfast/csrc/**/*.h", recursive=True)),  # rebuild when a header changes
-    include_dirs=[HERE],
+    include_dirs=[HERE, *MUJOCO["include_dirs"]],
     define_macros=macros(),
     cxx_std=17,
     extra_compile_args=["-O3", "-Wall", "-Wextra", "-fvisibility=hidden"],
-    extra_link_args=["-pthread"],
+    extra_link_args=["-pthread", *MUJOCO["extra_link_args"]],
 )
 
 class BuildExt(build_ext):

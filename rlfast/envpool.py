@@ -20,7 +20,14 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlfast import _C
+from rlfast import _mujoco
+
+_mujoco.preload_library()  # before _C, which links libmujoco (see rlfast/_mujoco.py)
+try:
+    from rlfast import _C
+except ImportError as e:
+    raise _mujoco.explain_import_error(e) from e
+_mujoco.check_version(_C)
 
 PoolStateError = _C.PoolStateError
 
@@ -142,6 +149,8 @@ class EnvPool:
         config.max_episode_steps = int(max_episode_steps or 0)
         config.same_step_autoreset = autoreset_mode == "same_step"
         config.thread_affinity_offset = int(thread_affinity_offset)
+        if _C.task_family(task_id) == "mujoco":
+            env_kwargs = _mujoco.resolve_xml_file(_C.task_defaults(task_id), env_kwargs)
         self._pool = _C.Pool(task_id, config, dict(env_kwargs))
 
         self.task_id = task_id

@@ -22,6 +22,7 @@ const Registry& GetRegistry() {
     RegisterClassicControl(&r);
     RegisterAtari(&r);
     RegisterTesting(&r);
+    RegisterMujoco(&r);
     return r;
   }();
   return registry;
@@ -202,6 +203,7 @@ PYBIND11_MODULE(_C, m) {
     for (const auto& kv : GetRegistry()) ids.push_back(kv.first);
     return ids;
   });
+  m.def("mujoco_version_mismatch", &MujocoVersionMismatch);
   m.def("task_family", [](const std::string& t) { return Lookup(t).family; });
   m.def("task_defaults", [](const std::string& t) { return Lookup(t).defaults(); });
   m.def("task_spec", [](const std::string& t, const py::dict& kwargs) {

@@ -88,6 +88,9 @@ void RegisterEnv(Registry* registry, const std::string& task_id, const std::stri
 void RegisterClassicControl(Registry* registry);
 void RegisterAtari(Registry* registry);
 void RegisterTesting(Registry* registry);
+void RegisterMujoco(Registry* registry);
+/// Empty when the loaded libmujoco is the one rlfast was compiled against, else why not.
+std::string MujocoVersionMismatch();
 
 }  // namespace rlfast::python
 

@@ -1,0 +1,1 @@
+"""Helpers imported by setup.py to find third-party C++ build inputs."""

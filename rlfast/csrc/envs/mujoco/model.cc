@@ -1,0 +1,57 @@
+// Copyright rlfast authors.
+#include "rlfast/csrc/envs/mujoco/model.h"
+
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+namespace rlfast::envs::mujoco {
+
+std::string MujocoVersionMismatch() {
+  if (mj_version() == mjVERSION_HEADER) return "";
+  return std::string("rlfast was compiled against MuJoCo ") + std::to_string(mjVERSION_HEADER) +
+         " but libmujoco " + mj_versionString() +
+         " is loaded; install the mujoco version pinned by rlfast or rebuild rlfast";
+}
+
+ModelPtr LoadModel(const std::string& xml_file) {
+  static std::mutex mutex;
+  static std::map<std::string, ModelPtr> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(xml_file);
+  if (it != cache.end()) return it->second;
+  std::string mismatch = MujocoVersionMismatch();
+  if (!mismatch.empty()) throw std::runtime_error(mismatch);
+  if (xml_file.empty() || xml_file[0] != '/') {
+    throw std::invalid_argument("xml_file must be an absolute path, got '" + xml_file +
+                                "' (rlfast.make resolves gymnasium asset names)");
+  }
+  char error[1024] = "";
+  mjModel* m = mj_loadXML(xml_file.c_str(), nullptr, error, sizeof(error));
+  if (m == nullptr) {
+    throw std::invalid_argument("MuJoCo could not load '" + xml_file + "': " + error);
+  }
+  ModelPtr model(m, [](const mjModel* p) { mj_deleteModel(const_cast<mjModel*>(p)); });
+  cache.emplace(xml_file, model);
+  return model;
+}
+
+core::ArraySpec ActionSpec(const mjModel& m) {
+  core::ArraySpec a{"action", core::DType::kFloat32, {m.nu}, {}, {}};
+  for (int i = 0; i < m.nu; ++i) {
+    const bool limited = m.actuator_ctrllimited[i] != 0;
+    // float32 bounds, as gymnasium's Box(ctrlrange.astype(float32)).
+    a.low.push_back(limited ? static_cast<float>(m.actuator_ctrlrange[2 * i]) : -core::kInf);
+    a.high.push_back(limited ? static_cast<float>(m.actuator_ctrlrange[2 * i + 1]) : core::kInf);
+  }
+  return a;
+}
+
+int BodyId(const mjModel& m, const char* name) {
+  int id = mj_name2id(&m, mjOBJ_BODY, name);
+  if (id < 0) throw std::invalid_argument(std::string("the model has no body '") + name + "'");
+  return id;
+}
+
+}  // namespace rlfast::envs::mujoco

@@ -1,0 +1,88 @@
+// Copyright rlfast authors.
+#ifndef RLFAST_CSRC_ENVS_MUJOCO_SWIMMER_H_
+#define RLFAST_CSRC_ENVS_MUJOCO_SWIMMER_H_
+
+#include <cmath>
+#include <string>
+
+#include "rlfast/csrc/envs/mujoco/mujoco_env.h"
+
+namespace rlfast::envs::mujoco {
+
+/// Swimmer-v5 options (gymnasium's SwimmerEnv keyword arguments and defaults).
+struct SwimmerConfig {
+  std::string xml_file = "swimmer.xml";
+  int frame_skip = 4;
+  double forward_reward_weight = 1.0;
+  double ctrl_cost_weight = 1e-4;
+  double reset_noise_scale = 0.1;
+  bool exclude_current_positions_from_observation = true;
+
+  template <class V>
+  void Visit(V&& v) {
+    v("xml_file", xml_file);
+    v("frame_skip", frame_skip);
+    v("forward_reward_weight", forward_reward_weight);
+    v("ctrl_cost_weight", ctrl_cost_weight);
+    v("reset_noise_scale", reset_noise_scale);
+    v("exclude_current_positions_from_observation", exclude_current_positions_from_observation);
+  }
+};
+
+/// gymnasium Swimmer-v5: reward = forward_weight * dx/dt (of qpos[0]) - ctrl cost; obs =
+/// qpos[2:], qvel; never terminates. Reset: uniform qpos and qvel noise.
+class Swimmer : public MujocoEnv {
+ public:
+  using Config = SwimmerConfig;
+
+  static core::EnvSpec Spec(const Config& c) {
+    ModelPtr m = LoadModel(c.xml_file);
+    core::EnvSpec spec;
+    spec.obs = ObsSpec(m->nq + m->nv - 2 * c.exclude_current_positions_from_observation);
+    spec.action = ActionSpec(*m);
+    spec.info = ScalarInfo({"x_position", "y_position", "distance_from_origin", "x_velocity",
+                            "y_velocity", "reward_forward", "reward_ctrl"});
+    spec.max_episode_steps = 1000;
+    return spec;
+  }
+
+  Swimmer(const Config& c, uint64_t seed) : MujocoEnv(c.xml_file, c.frame_skip, seed), config_(c) {}
+
+  void Reset() {
+    ResetWithNoise(config_.reset_noise_scale, QvelNoise::kUniform);
+    std::fill(std::begin(info_), std::end(info_), 0.0);
+    XyInfo(info_);
+  }
+
+  core::StepResult Step(const Action* action) {
+    const double x0 = data_->qpos[0], y0 = data_->qpos[1];
+    DoSimulation(action);
+    const double vx = (data_->qpos[0] - x0) / Dt(), vy = (data_->qpos[1] - y0) / Dt();
+    const double forward = config_.forward_reward_weight * vx;
+    const double ctrl = CtrlCostF32(action, config_.ctrl_cost_weight);
+    XyInfo(info_);
+    info_[3] = vx;
+    info_[4] = vy;
+    info_[5] = forward;
+    info_[6] = -ctrl;
+    core::StepResult r;
+    r.reward = static_cast<float>(forward - ctrl);
+    return r;
+  }
+
+  void WriteObs(Obs* obs) const {
+    const int skip = config_.exclude_current_positions_from_observation ? 2 : 0;
+    obs = Copy(data_->qpos + skip, model_->nq - skip, obs);
+    Copy(data_->qvel, model_->nv, obs);
+  }
+
+  void WriteInfo(const core::InfoOut& out) const { WriteScalars(out, info_, 7); }
+
+ private:
+  Config config_;
+  double info_[7] = {};
+};
+
+}  // namespace rlfast::envs::mujoco
+
+#endif  // RLFAST_CSRC_ENVS_MUJOCO_SWIMMER_H_
