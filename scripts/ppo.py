@@ -18,8 +18,6 @@ Ctrl-C saves ``checkpoint.pt`` into the run dir, closes the pool and exits with 
 import dataclasses
 import random
 import sys
-import time
-from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -28,15 +26,15 @@ import gymnasium as gym
 import numpy as np
 import torch
 from torch import nn
-from torch.utils.tensorboard import SummaryWriter
 
 import rlfast
-from rlfast.algos.checkpoint import load_checkpoint, make_checkpoint, restore, save_checkpoint
-from rlfast.algos.config import parse_args
+from rlfast.algos.checkpoint import make_checkpoint, restore, save_checkpoint
+from rlfast.algos.config import parse_or_resume
 from rlfast.algos.distributions import categorical
 from rlfast.algos.gae import gae
-from rlfast.algos.ppo import PPOLoss, explained_variance, ppo_loss
+from rlfast.algos.ppo import LOSS_NAMES, PPOLoss, explained_variance, ppo_loss, ppo_update
 from rlfast.algos.profiling import SectionTimer
+from rlfast.algos.runlog import RunLog, run_dir_name
 
 SCRIPT = "ppo.py"
 
@@ -166,42 +164,14 @@ def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> Age
     return Agent(int(np.prod(obs_space.shape)), int(action_space.n))
 
 
-def minibatch_loss(agent: Agent, args: Args, obs, actions, logprobs, advantages, returns, values) -> PPOLoss:
-    """The PPO loss of one minibatch (all tensors [M, ...] from the flattened rollout)."""
-    _, newlogprob, entropy, newvalue = agent.get_action_and_value(obs, actions)
+def minibatch_loss(agent: Agent, args: Args, mb: dict[str, torch.Tensor]) -> PPOLoss:
+    """The PPO loss of one minibatch (rows [M, ...] of the flattened rollout)."""
+    _, newlogprob, entropy, newvalue = agent.get_action_and_value(mb["obs"], mb["actions"])
     return ppo_loss(
-        newlogprob, logprobs, advantages, newvalue, values, returns, entropy,
+        newlogprob, mb["logprobs"], mb["advantages"], newvalue, mb["values"], mb["returns"], entropy,
         clip_coef=args.clip_coef, ent_coef=args.ent_coef, vf_coef=args.vf_coef,
         clip_vloss=args.clip_vloss, norm_adv=args.norm_adv,
     )  # fmt: skip
-
-
-def update(agent, optimizer, loss_fn, args: Args, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """``update_epochs`` passes of shuffled minibatch steps over the flattened rollout ``batch``.
-
-    Returns the mean over minibatches of PPOLoss fields 1.. (policy_loss, ..., clipfrac): [6].
-    """
-    stats = []
-    for _ in range(args.update_epochs):
-        perm = torch.randperm(args.batch_size, device=batch["obs"].device)
-        for start in range(0, args.batch_size - args.minibatch_size + 1, args.minibatch_size):
-            mb = perm[start : start + args.minibatch_size]
-            out = loss_fn(
-                agent, args, *(batch[k][mb] for k in ("obs", "actions", "logprobs", "advantages", "returns", "values"))
-            )
-            optimizer.zero_grad(set_to_none=True)
-            out.loss.backward()
-            nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
-            optimizer.step()
-            stats.append(torch.stack([t.detach() for t in out[1:]]))
-        if args.target_kl is not None and out.approx_kl.item() > args.target_kl:
-            break
-    return torch.stack(stats).mean(0)
-
-
-def format_eta(seconds: float) -> str:
-    seconds = int(max(seconds, 0))
-    return f"{seconds // 3600:d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
 def main(args: Args, ckpt: Optional[dict] = None) -> int:
@@ -214,7 +184,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     if ckpt is not None:
         run_dir = Path(args.resume).parent
     else:
-        run_dir = Path(args.runs_dir) / f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+        run_dir = Path(args.runs_dir) / run_dir_name(args.env_id, args.exp_name, args.seed)
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
@@ -235,11 +205,8 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
         restore(ckpt, {"agent": agent}, {"optimizer": optimizer})
     policy = torch.compile(agent.get_action_and_value) if args.compile else agent.get_action_and_value
     loss_fn = torch.compile(minibatch_loss) if args.compile else minibatch_loss
-    writer = SummaryWriter(str(run_dir))
-    writer.add_text(
-        "hyperparameters",
-        "|param|value|\n|-|-|\n" + "\n".join(f"|{k}|{v}|" for k, v in dataclasses.asdict(args).items()),
-    )
+    total_steps = args.num_iterations * args.batch_size
+    log = RunLog(run_dir, dataclasses.asdict(args), total_steps, start_step=global_step)
 
     def checkpoint(name: str, iteration: int, global_step: int) -> Path:
         state = make_checkpoint(
@@ -267,10 +234,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     next_obs.copy_(view)
 
     timer = SectionTimer(("env", "inference", "train"), sync_cuda=args.profile_sync)
-    recent = deque(maxlen=20)
-    start_step, start_time, last_print = global_step, time.perf_counter(), float("-inf")
-    sps_step, sps_time = start_step, start_time  # SPS counts from the end of the first (warm-up) iteration
-    tty = sys.stdout.isatty()
+    start_step = global_step
     completed = (start_iteration, global_step)
     print(f"run dir: {run_dir}  device: {device}  {envs}")
     try:
@@ -312,41 +276,24 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
                     "logprobs": logprobs.reshape(-1), "advantages": advantages.reshape(-1),
                     "returns": returns.reshape(-1), "values": values.reshape(-1),
                 }  # fmt: skip
-                stats = update(agent, optimizer, loss_fn, args, batch).tolist()
+                stats = ppo_update(
+                    lambda mb: loss_fn(agent, args, mb), optimizer, agent.parameters(), batch,
+                    update_epochs=args.update_epochs, num_minibatches=args.num_minibatches,
+                    max_grad_norm=args.max_grad_norm, target_kl=args.target_kl,
+                ).tolist()  # fmt: skip
                 explained_var = explained_variance(batch["values"], batch["returns"]).item()
 
-            # Episodes that ended in this rollout, logged at the step they ended (as CleanRL does).
-            steps_idx, _ = ep_done.nonzero(as_tuple=True)
-            for s, r, n in zip(steps_idx.tolist(), ep_return[ep_done].tolist(), ep_length[ep_done].tolist()):
-                writer.add_scalar("charts/episodic_return", r, iteration_step + (s + 1) * B)
-                writer.add_scalar("charts/episodic_length", n, iteration_step + (s + 1) * B)
-                recent.append(r)
-            now = time.perf_counter()
-            sps = (global_step - sps_step) / (now - sps_time)
-            if iteration == start_iteration + 1:
-                sps_step, sps_time = global_step, now
-            writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
-            writer.add_scalar("charts/SPS", sps, global_step)
-            for name, v in zip(
-                ("policy_loss", "value_loss", "entropy", "old_approx_kl", "approx_kl", "clipfrac"), stats
-            ):
-                writer.add_scalar(f"losses/{name}", v, global_step)
-            writer.add_scalar("losses/explained_variance", explained_var, global_step)
-            for tag, seconds in timer.end_iteration().items():
-                writer.add_scalar(tag, seconds, global_step)
-
-            mean_return = sum(recent) / len(recent) if recent else float("nan")
+            log.episodes(ep_done, ep_return, ep_length, iteration_step)
+            log.scalars(
+                {"charts/learning_rate": optimizer.param_groups[0]["lr"],
+                 **{f"losses/{k}": v for k, v in zip(LOSS_NAMES, stats)},
+                 "losses/explained_variance": explained_var, **timer.end_iteration()},
+                global_step,
+            )  # fmt: skip
             done_now = iteration == args.num_iterations or (
-                args.target_return is not None and len(recent) == recent.maxlen and mean_return >= args.target_return
+                args.target_return is not None and log.window_full and log.mean_return >= args.target_return
             )
-            if done_now or time.perf_counter() - last_print >= (0.5 if tty else 10.0):
-                last_print = time.perf_counter()
-                eta = (args.num_iterations * args.batch_size - global_step) / max(sps, 1e-9)
-                line = (
-                    f"step {global_step:>9,}/{args.num_iterations * args.batch_size:,} | {sps:>7,.0f} SPS | "
-                    f"ETA {format_eta(eta)} | return {mean_return:6.1f} (last {len(recent)} ep)"
-                )
-                print(f"\r{line}", end="", flush=True) if tty else print(line, flush=True)
+            log.progress(global_step, final=done_now)
             completed = (iteration, global_step)
             if args.save_interval and iteration % args.save_interval == 0:
                 checkpoint(f"checkpoint_{iteration:06d}.pt", *completed)
@@ -357,29 +304,16 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
         path = checkpoint("checkpoint.pt", *completed)
         print(f"\ninterrupted at step {global_step:,}: saved {path}", flush=True)
         envs.close()
-        writer.close()
+        log.close()
         return 130
 
-    if tty:
-        print()
+    log.close()
     path = checkpoint("checkpoint.pt", *completed)
     print(timer.summary(steps=global_step - start_step))
-    print(f"{global_step - start_step:,} steps in {time.perf_counter() - start_time:.1f} s; saved {path}")
+    print(f"{global_step - start_step:,} steps in {log.elapsed():.1f} s; saved {path}")
     envs.close()
-    writer.close()
     return 0
 
 
-def cli() -> tuple[Args, Optional[dict]]:
-    """Parses the command line; with --resume, the checkpoint's args are the defaults."""
-    args = parse_args(Args)
-    if args.resume is None:
-        return args, None
-    ckpt = load_checkpoint(args.resume)
-    if ckpt["script"] != SCRIPT:
-        raise SystemExit(f"error: {args.resume} was written by {ckpt['script']}, not {SCRIPT}")
-    return parse_args(Args, base=ckpt["args"]), ckpt
-
-
 if __name__ == "__main__":
-    sys.exit(main(*cli()))
+    sys.exit(main(*parse_or_resume(Args, SCRIPT)))

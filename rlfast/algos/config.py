@@ -15,6 +15,8 @@ from typing import Any, Mapping, Optional, Sequence, TypeVar, Union, get_args, g
 
 import tyro
 
+from rlfast.algos.checkpoint import load_checkpoint
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
@@ -84,3 +86,18 @@ def parse_args(cls: type[T], argv: Optional[Sequence[str]] = None, base: Optiona
         if "config" in names:
             values["config"] = str(Path(path))
     return tyro.cli(cls, default=cls(**values), args=rest)
+
+
+def parse_or_resume(cls: type[T], script: str, argv: Optional[Sequence[str]] = None) -> tuple[T, Optional[dict]]:
+    """A trainer's command line: ``(args, None)``, or with ``--resume CKPT`` ``(args, checkpoint)``
+    where the checkpoint's args are the ``base`` layer (flags and ``--config`` still override).
+
+    ``cls`` must have a ``resume`` field; a checkpoint written by another script is an error.
+    """
+    args = parse_args(cls, argv)
+    if getattr(args, "resume", None) is None:
+        return args, None
+    ckpt = load_checkpoint(args.resume)
+    if ckpt["script"] != script:
+        raise SystemExit(f"error: {args.resume} was written by {ckpt['script']}, not {script}")
+    return parse_args(cls, argv, base=ckpt["args"]), ckpt

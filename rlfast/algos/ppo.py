@@ -1,9 +1,10 @@
 """The PPO objective (Schulman et al. 2017) as in CleanRL: clipped surrogate, optionally
 clipped value loss, entropy bonus, and the diagnostics (approx KL, clip fraction)."""
 
-from typing import NamedTuple, Optional
+from typing import Callable, Iterable, Mapping, NamedTuple, Optional
 
 import torch
+from torch import nn
 
 
 class PPOLoss(NamedTuple):
@@ -91,3 +92,48 @@ def explained_variance(y_pred: torch.Tensor, y_true: torch.Tensor) -> torch.Tens
     """``1 - Var[y_true - y_pred] / Var[y_true]`` (NaN when ``y_true`` is constant), [N] -> scalar."""
     var_y = y_true.var()
     return torch.where(var_y == 0, torch.full_like(var_y, float("nan")), 1 - (y_true - y_pred).var() / var_y)
+
+
+LOSS_NAMES = ("policy_loss", "value_loss", "entropy", "old_approx_kl", "approx_kl", "clipfrac")
+"""The PPOLoss fields after ``loss``, in the order ``ppo_update`` returns their means."""
+
+
+def ppo_update(
+    loss_fn: Callable[[dict[str, torch.Tensor]], PPOLoss],
+    optimizer: torch.optim.Optimizer,
+    params: Iterable[torch.Tensor],
+    batch: Mapping[str, torch.Tensor],
+    *,
+    update_epochs: int,
+    num_minibatches: int,
+    max_grad_norm: float,
+    target_kl: Optional[float] = None,
+) -> torch.Tensor:
+    """CleanRL's update: ``update_epochs`` shuffled passes of ``num_minibatches`` Adam steps.
+
+    ``batch`` holds the flattened rollout, every tensor [N, ...] on one device; ``loss_fn``
+    gets the minibatch as the same dict of [N / num_minibatches, ...] rows. Gradients are
+    clipped to ``max_grad_norm``; with ``target_kl`` the epochs stop once the last
+    minibatch's approx KL exceeds it (one host read per epoch, only then).
+    Returns the mean over minibatches of the LOSS_NAMES fields: [6], not read back.
+    """
+    params = list(params)
+    n = next(iter(batch.values())).shape[0]
+    size = n // num_minibatches
+    if size < 1:
+        raise ValueError(f"batch of {n} rows cannot make {num_minibatches} minibatches")
+    device = next(iter(batch.values())).device
+    stats = []
+    for _ in range(update_epochs):
+        perm = torch.randperm(n, device=device)
+        for start in range(0, n - size + 1, size):
+            mb = perm[start : start + size]
+            out = loss_fn({k: v[mb] for k, v in batch.items()})
+            optimizer.zero_grad(set_to_none=True)
+            out.loss.backward()
+            nn.utils.clip_grad_norm_(params, max_grad_norm)
+            optimizer.step()
+            stats.append(torch.stack([t.detach() for t in out[1:]]))
+        if target_kl is not None and out.approx_kl.item() > target_kl:
+            break
+    return torch.stack(stats).mean(0)

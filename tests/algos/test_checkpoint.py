@@ -19,6 +19,7 @@ import torch
 
 from rlfast.algos.checkpoint import load_checkpoint, make_checkpoint, restore, save_checkpoint
 from rlfast.algos.normalize import ObsNormalizer
+from rlfast.algos.ppo import ppo_update
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -101,6 +102,12 @@ def test_resumed_update_is_bit_identical_to_uninterrupted(tmp_path):
         "values": torch.randn(args.batch_size, generator=g),
     }
 
+    def update(agent, opt):
+        return ppo_update(
+            lambda mb: ppo.minibatch_loss(agent, args, mb), opt, agent.parameters(), batch,
+            update_epochs=args.update_epochs, num_minibatches=args.num_minibatches, max_grad_norm=args.max_grad_norm,
+        )  # fmt: skip
+
     def fresh():
         torch.manual_seed(args.seed)
         agent = ppo.Agent(4, 2)
@@ -108,16 +115,16 @@ def test_resumed_update_is_bit_identical_to_uninterrupted(tmp_path):
 
     agent, opt = fresh()
     for _ in range(2):
-        ppo.update(agent, opt, ppo.minibatch_loss, args, batch)
+        update(agent, opt)
     ckpt = make_checkpoint(script="ppo.py", env_id=args.env_id, args={}, global_step=0, iteration=2,
                            models={"agent": agent}, optimizers={"optimizer": opt})  # fmt: skip
     save_checkpoint(tmp_path / "c.pt", ckpt)
-    ppo.update(agent, opt, ppo.minibatch_loss, args, batch)  # uses the RNG (minibatch order) and Adam's moments
+    update(agent, opt)  # uses the RNG (minibatch order) and Adam's moments
 
     agent2, opt2 = fresh()
     torch.manual_seed(999)  # restore() must bring the RNG back
     restore(load_checkpoint(tmp_path / "c.pt"), {"agent": agent2}, {"optimizer": opt2})
-    ppo.update(agent2, opt2, ppo.minibatch_loss, args, batch)
+    update(agent2, opt2)
     for (name, a), b in zip(agent.state_dict().items(), agent2.state_dict().values()):
         assert torch.equal(a, b), name
 
