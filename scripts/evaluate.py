@@ -9,7 +9,10 @@ Works for any trainer that writes ``rlfast.algos.checkpoint`` checkpoints and wh
 - ``Args``: a dataclass built from the checkpoint's ``args`` dict;
 - ``make_agent(args, obs_space, action_space) -> nn.Module`` whose ``state_dict`` is the
   checkpoint's ``models["agent"]``;
-- ``agent.act(obs, greedy: bool) -> actions`` taking a batch of observations.
+- ``agent.act(obs, greedy: bool) -> actions`` taking a batch of observations;
+- optionally ``eval_env_kwargs(args) -> dict``: the env options to evaluate with, used instead
+  of the checkpoint's ``env_kwargs`` (the training ones); e.g. ppo_atari.py plays whole games
+  with raw scores (no episodic life, no reward clipping) on stacks made by the pool.
 
 An ``ObsNormalizer`` saved as ``normalizers["obs"]`` is applied, frozen. Each of the
 ``--episodes`` envs contributes its first episode (so short episodes are not over-counted).
@@ -96,7 +99,11 @@ def main(args: Args) -> int:
     device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
     torch.manual_seed(args.seed)
 
-    with rlfast.make(env_id, args.episodes, seed=args.seed, **ckpt.get("env_kwargs", {})) as envs:
+    if hasattr(script, "eval_env_kwargs"):
+        env_kwargs = script.eval_env_kwargs(train_args)
+    else:
+        env_kwargs = ckpt.get("env_kwargs", {})
+    with rlfast.make(env_id, args.episodes, seed=args.seed, **env_kwargs) as envs:
         agent = script.make_agent(train_args, envs.single_observation_space, envs.single_action_space).to(device)
         agent.load_state_dict(ckpt["models"]["agent"])
         agent.eval()

@@ -1,0 +1,170 @@
+"""scripts/ppo_atari.py end to end with seconds-long budgets: run dir, tensorboard tags, full-game episode
+stats, checkpoints, evaluate.py (whole games, raw scores), --resume, preset + override, Ctrl-C, both
+--overlap and --no-overlap, and clear errors. The episode statistics themselves are checked against
+CleanRL's bookkeeping in tests/algos/test_atari_stats.py."""
+
+import importlib.util
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import tomllib
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from rlfast.algos.checkpoint import load_checkpoint
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = ROOT / "scripts"
+TINY = ["--num-envs", "2", "--num-steps", "16", "--no-cuda", "--torch-threads", "1", "--runs-dir", "runs"]
+
+
+# One OpenMP thread in every subprocess (evaluate.py has no flag for it): on a shared 2-core machine a
+# busy neighbour makes 2-thread CPU inference of small batches up to 50x slower (spinning threads).
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
+def run(script, *args, cwd, timeout=120):
+    return subprocess.run([sys.executable, str(SCRIPTS / script), *args], check=False, capture_output=True,
+                          text=True, timeout=timeout, cwd=cwd, env=ENV)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def breakout_run(tmp_path_factory):
+    """Breakout with overlapped halves, long enough (256 steps per env) for random-ish play to end games."""
+    tmp = tmp_path_factory.mktemp("breakout")
+    proc = run("ppo_atari.py", *TINY, "--env-id", "Breakout-v5", "--overlap", "--num-steps", "32",
+               "--total-timesteps", "512", "--save-interval", "4", cwd=tmp)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run_dir,) = (tmp / "runs").iterdir()
+    return run_dir, proc
+
+
+@pytest.fixture(scope="module")
+def pong_run(tmp_path_factory):
+    """The default task without overlap: 2 iterations."""
+    tmp = tmp_path_factory.mktemp("pong")
+    proc = run("ppo_atari.py", *TINY, "--no-overlap", "--total-timesteps", "64", cwd=tmp)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run_dir,) = (tmp / "runs").iterdir()
+    return run_dir, proc
+
+
+def test_run_dir_outputs_and_checkpoint(breakout_run):
+    run_dir, proc = breakout_run
+    assert re.fullmatch(r"Breakout-v5__ppo_atari__1__\d+", run_dir.name)
+    assert proc.stdout.count("EnvPool('Breakout-v5', num_envs=1") == 2  # two halves
+    names = {p.name for p in run_dir.iterdir()}
+    assert {"checkpoint.pt", "checkpoint_000004.pt", "checkpoint_000008.pt"} <= names
+    assert re.search(r"step\s+512/512 \|\s+[\d,]+ SPS \| ETA 0:00:00 \| return", proc.stdout)
+    for section in ("env", "inference", "train", "other", "total"):
+        assert re.search(rf"^{section}\s+\d+\.\d+\s+\d+\.\d%", proc.stdout, re.MULTILINE), section
+
+    ckpt = load_checkpoint(run_dir / "checkpoint.pt")
+    assert ckpt["script"] == "ppo_atari.py" and ckpt["env_id"] == "Breakout-v5"
+    assert ckpt["iteration"] == 8 and ckpt["global_step"] == 512 and ckpt["args"]["overlap"] is True
+    assert ckpt["env_kwargs"] == {"episodic_life": True, "reward_clip": True, "stack_num": 1}
+    weights = ckpt["models"]["agent"]
+    assert weights["network.0.weight"].shape == (32, 4, 8, 8) and weights["network.7.weight"].shape == (512, 3136)
+    assert weights["actor.weight"].shape == (4, 512) and weights["critic.weight"].shape == (1, 512)
+    assert ckpt["optimizers"]["optimizer"]["state"]  # Adam moments were saved
+
+
+def test_tensorboard_tags_and_full_game_episodes(breakout_run):
+    run_dir, _ = breakout_run
+    acc = EventAccumulator(str(run_dir))
+    acc.Reload()
+    scalars = set(acc.Tags()["scalars"])
+    expected = {
+        "charts/episodic_return", "charts/episodic_length", "charts/learning_rate", "charts/SPS",
+        "losses/policy_loss", "losses/value_loss", "losses/entropy", "losses/approx_kl", "losses/old_approx_kl",
+        "losses/clipfrac", "losses/explained_variance", "perf/env", "perf/inference", "perf/train", "perf/other",
+    }  # fmt: skip
+    assert expected <= scalars, expected - scalars
+    assert len(acc.Scalars("perf/env")) == 8
+    lrs = [e.value for e in acc.Scalars("charts/learning_rate")]
+    assert lrs == sorted(lrs, reverse=True) and lrs[0] == pytest.approx(2.5e-4)
+    # Whole games of 5 lives: far longer than one life, and each env's games fit in its 256 steps.
+    games = list(zip(acc.Scalars("charts/episodic_return"), acc.Scalars("charts/episodic_length")))
+    assert games
+    for ret, length in games:
+        assert ret.value >= 0 and ret.value == int(ret.value)
+        assert 50 <= length.value <= ret.step / 2 and ret.step == length.step <= 512
+
+
+def test_evaluate_plays_whole_games_with_raw_scores(pong_run):
+    run_dir, _ = pong_run
+    proc = run("evaluate.py", str(run_dir / "checkpoint.pt"), "--episodes", "2", cwd=run_dir)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Pong-v5: ppo_atari.py checkpoint at step 64, greedy policy" in proc.stdout
+    # A whole game of Pong ends at 21 points: an untrained agent loses it about 21-0, raw score about -21
+    # (with the training options, an episode would be one point and the return clipped).
+    match = re.search(r"mean length: ([\d.]+).*\nreturn: (-?[\d.]+)", proc.stdout)
+    assert match and float(match.group(1)) > 500 and float(match.group(2)) <= -15, proc.stdout
+
+
+def test_resume_continues_the_same_run(pong_run):
+    run_dir, _ = pong_run
+    proc = run("ppo_atari.py", "--resume", str(run_dir / "checkpoint.pt"), "--total-timesteps", "128",
+               cwd=run_dir.parent.parent)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"run dir: {run_dir}  " in proc.stdout
+    assert "profile over 2 iterations" in proc.stdout  # iterations 3 and 4 only
+    ckpt = load_checkpoint(run_dir / "checkpoint.pt")
+    assert ckpt["iteration"] == 4 and ckpt["global_step"] == 128 and ckpt["args"]["overlap"] is False
+    assert len(list(run_dir.parent.iterdir())) == 1
+
+
+def test_preset_is_loaded_and_command_line_wins(tmp_path):
+    with open(ROOT / "configs" / "pong_5min.toml", "rb") as f:
+        preset = tomllib.load(f)
+    overridden = {"num_envs", "num_steps", "total_timesteps"}
+    proc = run("ppo_atari.py", "--config", str(ROOT / "configs" / "pong_5min.toml"), *TINY,
+               "--total-timesteps", "32", cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    args = load_checkpoint(run_dir / "checkpoint.pt")["args"]
+    assert args["num_envs"] == 2 and args["num_steps"] == 16 and args["total_timesteps"] == 32
+    assert set(preset) - overridden, "the preset should set something the command line leaves alone"
+    for key, value in preset.items():
+        if key not in overridden:
+            assert args[key] == value, key
+    assert args["config"].endswith("pong_5min.toml")
+
+
+def test_bad_arguments_fail_with_a_message(tmp_path):
+    proc = run("ppo_atari.py", *TINY, "--num-envs", "3", "--overlap", cwd=tmp_path)
+    assert proc.returncode != 0 and "must be even" in proc.stderr
+    proc = run("ppo_atari.py", *TINY, "--total-timesteps", "64", "--cudagraphs", cwd=tmp_path)
+    assert proc.returncode != 0 and "--cudagraphs needs a CUDA device" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
+    cmd = [sys.executable, str(SCRIPTS / "ppo_atari.py"), *TINY, "--overlap", "--total-timesteps", "10000000"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().startswith("run dir:")
+        assert proc.stdout.readline().startswith("step")  # training is under way
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "interrupted at step" in out
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    ckpt = load_checkpoint(run_dir / "checkpoint.pt")
+    assert ckpt["global_step"] == ckpt["iteration"] * 32 and ckpt["iteration"] >= 1
+
+
+def test_script_imports_without_running():
+    # evaluate.py imports the trainer named in a checkpoint: importing must not start training.
+    spec = importlib.util.spec_from_file_location("check_ppo_atari", SCRIPTS / "ppo_atari.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert hasattr(module, "main") and module.eval_env_kwargs(module.Args())["episodic_life"] is False
