@@ -1,0 +1,91 @@
+"""Continuous-control pieces: a diagonal Gaussian policy as plain tensor ops, and CleanRL's
+MuJoCo wrapper stack (observation normalization + clip, reward scaling + clip) on the device.
+
+CleanRL's ``ppo_continuous_action.py`` wraps each env in ``ClipAction``, ``NormalizeObservation``,
+``TransformObservation(clip ±10)``, ``NormalizeReward(gamma)`` and ``TransformReward(clip ±10)``.
+``ObsRewardNormalizer`` does the same on a batch of envs with ``rlfast.algos.normalize``'s
+statistics, which follow gymnasium's vector wrappers under next-step autoreset:
+
+- every observation the pool returns updates the statistics once, the first one of an episode
+  (reset step) included, as gymnasium's wrappers do on ``reset``;
+- the reset step that follows an episode end (reward 0, action ignored) leaves the discounted
+  return and its statistics alone, as a single-env ``NormalizeReward`` never sees that step;
+- the statistics are shared by all envs (gymnasium's vector wrappers, EnvPool, Brax); CleanRL's
+  per-env wrappers keep one set per env, which is the same thing at its default ``num_envs=1``.
+"""
+
+import math
+from typing import Any, Optional
+
+import torch
+
+from rlfast.algos.normalize import ObsNormalizer, RewardScaler
+
+_LOG_SQRT_2PI = math.log(math.sqrt(2 * math.pi))
+
+
+def diag_normal(
+    mean: torch.Tensor, logstd: torch.Tensor, action: Optional[torch.Tensor] = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Samples (or scores) a diagonal Gaussian, like ``torch.distributions.Normal(mean, logstd.exp())``
+    with log-prob and entropy summed over the action dimensions.
+
+    Args:
+        mean: [N, A] action means.
+        logstd: [N, A] log standard deviations (broadcast a state-independent [1, A] with ``expand_as``).
+        action: [N, A] actions to score; sampled (without gradient) when None.
+
+    Returns:
+        ``(action [N, A], logprob [N], entropy [N])``. Sampling draws ``torch.normal(mean, std)``,
+        the same numbers as ``Normal.sample()`` under the same RNG state.
+    """
+    std = logstd.exp()
+    if action is None:
+        with torch.no_grad():
+            action = torch.normal(mean, std)
+    logprob = (-((action - mean) ** 2) / (2 * std**2) - logstd - _LOG_SQRT_2PI).sum(-1)
+    entropy = (0.5 + _LOG_SQRT_2PI + logstd).sum(-1)
+    return action, logprob, entropy
+
+
+class ObsRewardNormalizer:
+    """CleanRL's observation and reward wrappers for a batch of ``num_envs`` envs, on ``device``.
+
+    Observation statistics are float64, as gymnasium's become for MuJoCo's float64 observations;
+    the outputs are float32. ``normalizers()`` is what goes into a checkpoint: ``"obs"`` is an
+    ``ObsNormalizer`` (scripts/evaluate.py applies it frozen), ``"reward"`` a ``RewardScaler``.
+    """
+
+    def __init__(
+        self,
+        obs_shape: tuple[int, ...],
+        num_envs: int,
+        gamma: float,
+        obs_clip: float = 10.0,
+        reward_clip: float = 10.0,
+        device: Optional[torch.device | str] = None,
+    ) -> None:
+        self.obs = ObsNormalizer(obs_shape, dtype=torch.float64, device=device)
+        self.reward = RewardScaler(num_envs, gamma=gamma, device=device)
+        self.num_envs = num_envs
+        self.obs_clip = obs_clip
+        self.reward_clip = reward_clip
+
+    def observations(self, obs: torch.Tensor) -> torch.Tensor:
+        """obs: [N, *obs_shape] raw (any float dtype) -> normalized, clipped, float32 [N, *obs_shape]."""
+        return self.obs(obs.to(torch.float64)).clamp_(-self.obs_clip, self.obs_clip).to(torch.float32)
+
+    def rewards(self, reward: torch.Tensor, terminated: torch.Tensor, truncated: torch.Tensor) -> torch.Tensor:
+        """reward, terminated, truncated: [num_envs] of one step -> scaled, clipped float32 rewards [num_envs]."""
+        scaled = self.reward(reward.to(torch.float32), terminated, truncated)
+        return scaled.clamp_(-self.reward_clip, self.reward_clip)
+
+    def new_episodes(self) -> None:
+        """Forgets the per-env discounted returns: every env starts a fresh episode (e.g. after a resume)."""
+        device = self.reward.returns.device
+        self.reward.returns = torch.zeros(self.num_envs, dtype=torch.float32, device=device)
+        self.reward.prev_dones = torch.zeros(self.num_envs, dtype=torch.bool, device=device)
+
+    def normalizers(self) -> dict[str, Any]:
+        """``{"obs": ObsNormalizer, "reward": RewardScaler}`` for ``make_checkpoint`` / ``restore``."""
+        return {"obs": self.obs, "reward": self.reward}

@@ -1,0 +1,175 @@
+"""scripts/ppo_continuous.py end to end with seconds-long budgets: run dir, tensorboard tags, raw
+episode returns, checkpoint contents (normalizer statistics included), evaluate.py on it,
+--resume continuing the statistics, the Ant preset + command-line override, Ctrl-C, bad arguments.
+
+The normalization itself is checked against gymnasium's wrappers in tests/algos/test_continuous.py.
+"""
+
+import importlib.util
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import tomllib
+import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from rlfast.algos.checkpoint import load_checkpoint
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = ROOT / "scripts"
+PRESET = ROOT / "configs" / "ant_5min.toml"
+TINY = ["--num-envs", "2", "--num-steps", "16", "--num-minibatches", "2", "--update-epochs", "1",
+        "--no-cuda", "--torch-threads", "1", "--runs-dir", "runs"]  # fmt: skip
+TASK = ["--env-id", "InvertedPendulum-v5"]  # cheap, and its raw return is known from its length
+
+
+def run(script, *args, cwd, timeout=120):
+    return subprocess.run([sys.executable, str(SCRIPTS / script), *args], check=False, capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd)  # fmt: skip
+
+
+def obs_count(ckpt):
+    """How many observations the checkpoint's observation statistics have seen."""
+    return float(ckpt["normalizers"]["obs"]["rms"]["count"]) - 1e-4  # RunningMeanStd starts at count epsilon
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    """One tiny training run (4 iterations of 2 envs x 16 steps) shared by the tests that inspect it."""
+    tmp = tmp_path_factory.mktemp("smoke")
+    proc = run("ppo_continuous.py", *TINY, *TASK, "--total-timesteps", "128", "--save-interval", "2", cwd=tmp)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run_dir,) = (tmp / "runs").iterdir()
+    return run_dir, proc
+
+
+def test_smoke_run_dir_checkpoint_and_normalizers(smoke_run):
+    run_dir, proc = smoke_run
+    assert re.fullmatch(r"InvertedPendulum-v5__ppo_continuous__1__\d+", run_dir.name)
+    names = {p.name for p in run_dir.iterdir()}
+    assert {"checkpoint.pt", "checkpoint_000002.pt", "checkpoint_000004.pt"} <= names
+    assert re.search(r"step\s+128/128 \|\s+[\d,]+ SPS \| ETA 0:00:00 \| return", proc.stdout)
+    for section in ("env", "inference", "train", "other", "total"):
+        assert re.search(rf"^{section}\s+\d+\.\d+\s+\d+\.\d%", proc.stdout, re.MULTILINE), section
+
+    ckpt = load_checkpoint(run_dir / "checkpoint.pt")
+    assert ckpt["script"] == "ppo_continuous.py" and ckpt["env_id"] == "InvertedPendulum-v5"
+    assert ckpt["iteration"] == 4 and ckpt["global_step"] == 128 and ckpt["args"]["num_steps"] == 16
+    assert set(ckpt["models"]["agent"]) >= {"actor_logstd", "actor_mean.0.weight", "critic.4.bias"}
+    assert not any("action_low" in k for k in ckpt["models"]["agent"])  # bounds come from the action space
+    obs_stats, reward = ckpt["normalizers"]["obs"]["rms"], ckpt["normalizers"]["reward"]
+    assert obs_count(ckpt) == pytest.approx(2 * (1 + 64))  # the reset batch and 64 steps of 2 envs, once each
+    assert obs_stats["mean"].dtype == torch.float64 and obs_stats["mean"].shape == (4,)
+    assert (obs_stats["var"] != 1).all() and (obs_stats["mean"] != 0).all()
+    assert reward["gamma"] == 0.99 and 0 < float(reward["rms"]["count"]) < 128 + 1  # reset steps are skipped
+    assert float(reward["rms"]["var"]) != 1.0
+    halfway = load_checkpoint(run_dir / "checkpoint_000002.pt")
+    assert obs_count(halfway) == pytest.approx(2 * (1 + 32))
+
+
+def test_smoke_tensorboard_tags_and_raw_returns(smoke_run):
+    run_dir, _ = smoke_run
+    acc = EventAccumulator(str(run_dir))
+    acc.Reload()
+    scalars = set(acc.Tags()["scalars"])
+    expected = {
+        "charts/episodic_return", "charts/episodic_length", "charts/learning_rate", "charts/SPS",
+        "losses/policy_loss", "losses/value_loss", "losses/entropy", "losses/approx_kl", "losses/old_approx_kl",
+        "losses/clipfrac", "losses/explained_variance", "perf/env", "perf/inference", "perf/train", "perf/other",
+    }  # fmt: skip
+    assert expected <= scalars, expected - scalars
+    assert len(acc.Scalars("perf/env")) == 4
+    lrs = [e.value for e in acc.Scalars("charts/learning_rate")]
+    assert lrs == sorted(lrs, reverse=True) and lrs[0] == pytest.approx(3e-4)
+    returns, lengths = acc.Scalars("charts/episodic_return"), acc.Scalars("charts/episodic_length")
+    assert len(returns) >= 4
+    # RecordEpisodeStatistics on the raw reward: InvertedPendulum-v5 pays 1 per step but 0 on the step that
+    # terminates (these early episodes all terminate); the scaled rewards would sum to something else.
+    assert [r.value for r in returns] == [n.value - 1 for n in lengths]
+    assert "hyperparameters/text_summary" in acc.Tags()["tensors"]
+
+
+def test_evaluate_on_smoke_checkpoint(smoke_run):
+    run_dir, _ = smoke_run
+    proc = run("evaluate.py", str(run_dir / "checkpoint.pt"), "--episodes", "4", cwd=run_dir)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    match = re.search(r"return: ([\d.]+) ± ([\d.]+)", proc.stdout)
+    assert match and float(match.group(1)) >= 1.0
+    assert "episodes: 4" in proc.stdout and "greedy policy" in proc.stdout
+    proc = run("evaluate.py", str(run_dir / "checkpoint.pt"), "--episodes", "3", "--sample", cwd=run_dir)
+    assert proc.returncode == 0 and "sampled policy" in proc.stdout, proc.stderr
+
+
+def test_resume_continues_the_run_and_its_statistics(smoke_run, tmp_path):
+    run_dir, _ = smoke_run
+    copy = tmp_path / run_dir.name
+    copy.mkdir()
+    start = load_checkpoint(run_dir / "checkpoint.pt")
+    (copy / "checkpoint.pt").write_bytes((run_dir / "checkpoint.pt").read_bytes())
+    proc = run("ppo_continuous.py", "--resume", str(copy / "checkpoint.pt"), "--total-timesteps", "192", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"run dir: {copy}" in proc.stdout and not (tmp_path / "runs").exists()
+    ckpt = load_checkpoint(copy / "checkpoint.pt")
+    assert ckpt["iteration"] == 6 and ckpt["global_step"] == 192 and ckpt["args"]["env_id"] == "InvertedPendulum-v5"
+    # The statistics continue from the checkpoint's: + a fresh reset batch + 2 iterations of 2 x 16 steps.
+    assert obs_count(ckpt) == pytest.approx(obs_count(start) + 2 * (1 + 32))
+    assert float(ckpt["normalizers"]["reward"]["rms"]["count"]) > float(start["normalizers"]["reward"]["rms"]["count"])
+
+
+def test_ant_preset_is_loaded_and_command_line_wins(tmp_path):
+    with open(PRESET, "rb") as f:
+        preset = tomllib.load(f)
+    proc = run("ppo_continuous.py", "--config", str(PRESET), *TINY, "--total-timesteps", "64", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert run_dir.name.startswith("Ant-v5__")
+    args = load_checkpoint(run_dir / "checkpoint.pt")["args"]
+    assert args["num_envs"] == 2 and args["num_steps"] == 16 and args["total_timesteps"] == 64  # command line
+    overridden = {"num_envs", "num_steps", "num_minibatches", "update_epochs", "total_timesteps", "torch_threads"}
+    for key, value in preset.items():
+        if key not in overridden:
+            assert args[key] == value, key  # preset
+    assert args["config"].endswith("ant_5min.toml") and args["hidden_size"] == preset["hidden_size"]
+
+
+def test_bad_arguments_fail_with_a_message(tmp_path):
+    proc = run("ppo_continuous.py", *TINY, *TASK, "--total-timesteps", "10", cwd=tmp_path)
+    assert proc.returncode != 0 and "one rollout of 32 steps" in proc.stderr
+    proc = run("ppo_continuous.py", *TINY, "--env-id", "CartPole-v1", "--total-timesteps", "32", cwd=tmp_path)
+    assert proc.returncode != 0 and "needs Box" in proc.stderr
+    if not torch.cuda.is_available():
+        proc = run("ppo_continuous.py", *TINY, *TASK, "--total-timesteps", "32", "--cudagraphs", cwd=tmp_path)
+        assert proc.returncode != 0 and "--cudagraphs needs a CUDA device" in proc.stderr
+        assert "Traceback" not in proc.stderr
+
+
+def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
+    cmd = [sys.executable, str(SCRIPTS / "ppo_continuous.py"), *TINY, *TASK, "--total-timesteps", "10000000"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().startswith("run dir:")
+        assert proc.stdout.readline().startswith("step")  # training is under way
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "interrupted at step" in out
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    ckpt = load_checkpoint(run_dir / "checkpoint.pt")
+    assert ckpt["global_step"] == ckpt["iteration"] * 32 and ckpt["iteration"] >= 1
+    assert obs_count(ckpt) >= 2 * (1 + 16 * ckpt["iteration"])  # the statistics as of the interrupt
+
+
+def test_script_imports_without_running():
+    # evaluate.py imports the trainer named in a checkpoint: importing must not start training.
+    spec = importlib.util.spec_from_file_location("check_ppo_continuous", SCRIPTS / "ppo_continuous.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert hasattr(module, "main") and hasattr(module, "make_agent")
