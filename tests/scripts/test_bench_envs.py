@@ -1,37 +1,96 @@
-"""Smoke test of scripts/bench_envs.py: a tiny budget, real measurements, a table and JSON out."""
+"""Smoke tests of scripts/bench_envs.py: tiny budgets, real measurements, tables, JSON and the plot out."""
 
+import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = str(ROOT / "scripts" / "bench_envs.py")
 
 
-def test_bench_envs_prints_table_and_writes_json(tmp_path):
+def run_bench(*args: str) -> subprocess.CompletedProcess:
+    proc = subprocess.run(
+        [sys.executable, SCRIPT, *args], check=False, capture_output=True, text=True, timeout=180, cwd=ROOT
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def test_classic_control_table_and_json(tmp_path):
     out = tmp_path / "bench.json"
-    cmd = [
-        sys.executable, str(ROOT / "scripts" / "bench_envs.py"),
+    proc = run_bench(
         "--tasks", "CartPole-v1", "Pendulum-v1", "--num-envs", "4", "--seconds", "0.2", "--warmup", "0.05",
         "--contenders", "rlfast-sync", "rlfast-async", "gym-sync", "--json", str(out),
-    ]  # fmt: skip
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr
+    )  # fmt: skip
     assert "rlfast-sync / gym-sync:" in proc.stdout
     data = json.loads(out.read_text())
     for task in ("CartPole-v1", "Pendulum-v1"):
         results = data["results"][task]
         assert set(results) == {"rlfast-sync", "rlfast-async", "gym-sync"}
         for name, r in results.items():
-            assert r["steps"] > 0 and r["steps_per_s"] > 0, (task, name)
+            assert r["steps"] > 0 and r["steps_per_s"] > 0 and r["rate"] == r["steps_per_s"], (task, name)
         assert results["rlfast-sync"]["batch_size"] == 4 and results["rlfast-async"]["batch_size"] == 2
         # Every rlfast-sync call steps all 4 envs and every async call 2: counts are multiples.
         assert results["rlfast-sync"]["steps"] % 4 == 0 and results["rlfast-async"]["steps"] % 2 == 0
 
 
-def test_bench_envs_rejects_unknown_contender_and_task():
-    script = str(ROOT / "scripts" / "bench_envs.py")
-    proc = subprocess.run([sys.executable, script, "--contenders", "nope"], capture_output=True, text=True, timeout=60)
+def test_atari_mujoco_and_classic_in_one_run_with_plot(tmp_path):
+    out, png = tmp_path / "bench.json", tmp_path / "sweep.png"
+    # EnvPool rows are left out for speed; gym-async on Atari needs opencv (AtariPreprocessing).
+    contenders = ["raw-1core", "raw-limit", "rlfast-sync", "rlfast-async", "ale-async", "gym-sync", "rlfast-n1"]
+    contenders += ["gym-async"] if importlib.util.find_spec("cv2") else []
+    proc = run_bench(
+        "--tasks", "Pong-v5", "Ant-v5", "CartPole-v1", "--num-envs", "4", "--num-threads", "2",
+        "--seconds", "0.2", "--warmup", "0.1", "--contenders", *contenders,
+        "--plot", str(png), "--threads-sweep", "1", "2", "--json", str(out),
+    )  # fmt: skip
+    data = json.loads(out.read_text())
+    atari, mujoco, classic = (data["results"][t] for t in ("Pong-v5", "Ant-v5", "CartPole-v1"))
+    # Each family runs only the contenders that apply to it.
+    assert set(atari) == set(contenders) - {"gym-sync"}
+    assert set(mujoco) == set(contenders) - {"ale-async", "rlfast-n1"}
+    assert set(classic) == set(contenders) - {"raw-1core", "raw-limit", "ale-async", "rlfast-n1"}
+    for task, results in data["results"].items():
+        for name, r in results.items():
+            assert r["steps"] > 0 and r["rate"] > 0, (task, name, r["note"])
+    # Atari counts emulator frames (4 per env step); MuJoCo and classic control env steps.
+    assert all(r["rate"] == 4 * r["steps_per_s"] for r in atari.values())
+    assert all(r["rate"] == r["steps_per_s"] for r in mujoco.values())
+    assert atari["raw-limit"]["threads"] == 2 and atari["rlfast-n1"]["num_envs"] == 1
+    for task, unit in (("Pong-v5", "frames/s"), ("Ant-v5", "steps/s")):
+        table = proc.stdout.split(f"\n{task}: ")[1].split("\n\n")[0]
+        assert unit in table and "of limit" in table and "rlfast-async: " in table and "% of the limit" in table
+        for name in data["results"][task]:
+            assert f"\n{name} " in table
+    assert "rlfast-n1" in proc.stdout and "rlfast-sync / gym-sync:" in proc.stdout
+    # The sweep: raw-limit and rlfast-async at 1 and 2 threads (envpool-async was not chosen).
+    for task in ("Pong-v5", "Ant-v5"):
+        sweep = data["sweep"][task]
+        assert set(sweep) == {"raw-limit", "rlfast-async"}
+        assert all([t for t, _ in points] == [1, 2] and all(v > 0 for _, v in points) for points in sweep.values())
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_missing_peer_is_skipped_with_a_note(tmp_path):
+    # A module named envpool that fails to import shadows the installed one.
+    (tmp_path / "envpool.py").write_text("raise ImportError('no envpool here')\n")
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    cmd = [sys.executable, SCRIPT, "--seconds", "0.1", "--warmup", "0", "--contenders", "envpool-sync", "rlfast-sync"]
+    proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "envpool-sync     skipped: no envpool here" in proc.stdout
+    assert "rlfast-sync         8     8" in proc.stdout
+
+
+def test_rejects_unknown_contender_and_task():
+    proc = subprocess.run(
+        [sys.executable, SCRIPT, "--contenders", "nope"], check=False, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode != 0 and "unknown contender" in proc.stderr
-    proc = subprocess.run([sys.executable, script, "--tasks", "CartPol-v1"], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, SCRIPT, "--tasks", "CartPol-v1"], check=False, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode != 0 and "did you mean 'CartPole-v1'" in proc.stderr
