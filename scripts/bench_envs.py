@@ -36,6 +36,7 @@ Contenders (those whose package or task is missing are skipped with a note):
 from __future__ import annotations
 
 import glob
+import importlib.util
 import json
 import multiprocessing as mp
 import os
@@ -525,6 +526,8 @@ def main(args: Args) -> dict[str, dict[str, Result]]:
         raise SystemExit(f"unknown contender(s) {unknown}; choose from {list(CONTENDERS)}")
     for task in args.tasks:
         rlfast.envpool.check_task_id(task)
+    if args.plot and importlib.util.find_spec("matplotlib") is None:  # fail before minutes of measuring
+        raise SystemExit("error: --plot needs matplotlib: pip install matplotlib (or pip install -e '.[bench]')")
     everything: dict[str, dict[str, Result]] = {}
     sweeps: dict[str, dict[str, list[tuple[int, float]]]] = {}
     for task in args.tasks:

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = str(ROOT / "scripts" / "bench_envs.py")
 
@@ -38,6 +40,7 @@ def test_classic_control_table_and_json(tmp_path):
 
 
 def test_atari_mujoco_and_classic_in_one_run_with_plot(tmp_path):
+    pytest.importorskip("matplotlib")  # .ci/run installs it (the bench extra)
     out, png = tmp_path / "bench.json", tmp_path / "sweep.png"
     # EnvPool rows are left out for speed; gym-async on Atari needs opencv (AtariPreprocessing).
     contenders = ["raw-1core", "raw-limit", "rlfast-sync", "rlfast-async", "ale-async", "gym-sync", "rlfast-n1"]
