@@ -1,0 +1,54 @@
+"""Smoke tests of scripts/bench_ppo.py: both trainers really run (tiny budgets), the table, ratios and JSON."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = str(ROOT / "scripts" / "bench_ppo.py")
+TINY = ["--num-envs", "2", "--num-steps", "16", "--iterations", "1", "--no-cuda", "--torch-threads", "1"]
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
+def run_bench(*args, env=ENV):
+    return subprocess.run([sys.executable, SCRIPT, *args], check=False, capture_output=True, text=True, timeout=300,
+                          cwd=ROOT, env=env)  # fmt: skip
+
+
+def test_rlfast_and_cleanrl_reference_side_by_side(tmp_path):
+    pytest.importorskip("envpool")
+    out = tmp_path / "ppo.json"
+    proc = run_bench(*TINY, "--contenders", "rlfast", "cleanrl", "--json", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    results = json.loads(out.read_text())["results"]["2"]
+    assert set(results) == {"rlfast", "cleanrl"}
+    for name, r in results.items():
+        assert r["sps"] > 0 and r["num_envs"] == 2, (name, r["note"])
+        # The four profile sections partition the run's wall time.
+        assert set(r["shares"]) == {"env", "inference", "train", "other"}
+        assert sum(r["shares"].values()) == pytest.approx(100, abs=0.5), (name, r["shares"])
+        assert r["shares"]["train"] > 0 and r["shares"]["env"] > 0
+    table = proc.stdout.split("Pong-v5 PPO, 2 envs x 16 steps, cpu")[1]
+    assert "\nrlfast " in table and "\ncleanrl " in table and "1.00x" in table
+    ratio = results["rlfast"]["sps"] / results["cleanrl"]["sps"]
+    assert f"rlfast / cleanrl: {ratio:.2f}x" in proc.stdout
+
+
+def test_missing_envpool_skips_the_reference_with_a_note(tmp_path):
+    # A module named envpool that fails to import shadows the installed one.
+    (tmp_path / "envpool.py").write_text("raise ImportError('no envpool here')\n")
+    env = {**ENV, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    proc = run_bench(*TINY, "--contenders", "cleanrl", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "cleanrl          skipped: no envpool here (pip install envpool)" in proc.stdout
+
+
+def test_rejects_bad_arguments():
+    proc = run_bench("--contenders", "sb3")
+    assert proc.returncode != 0 and "unknown contender(s) ['sb3']" in proc.stderr
+    proc = run_bench("--iterations", "0")
+    assert proc.returncode != 0 and "--iterations must be >= 1" in proc.stderr
