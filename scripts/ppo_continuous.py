@@ -39,7 +39,7 @@ import torch
 from torch import nn
 
 import rlfast
-from rlfast.algos.checkpoint import make_checkpoint, restore, save_checkpoint
+from rlfast.algos.checkpoint import CheckpointSchedule, make_checkpoint, restore, save_checkpoint
 from rlfast.algos.config import parse_or_resume
 from rlfast.algos.continuous import ObsRewardNormalizer, diag_normal
 from rlfast.algos.gae import gae
@@ -73,7 +73,10 @@ class Args:
     runs_dir: str = "runs"
     """folder holding the run dirs `{env_id}__{exp_name}__{seed}__{time}`"""
     save_interval: int = 0
-    """also save `checkpoint_{iteration}.pt` every this many iterations (0: only the final checkpoint.pt)"""
+    """also save `checkpoint_{iteration}.pt` (kept) every this many iterations (0: none)"""
+    save_minutes: float = 5.0
+    """overwrite `checkpoint.pt` with the latest state every this many minutes (0: only at the end and on
+    Ctrl-C), so a crash loses at most that much training"""
     target_return: Optional[float] = None
     """stop early once the mean return of the last 20 episodes reaches this"""
     num_threads: Optional[int] = None
@@ -289,6 +292,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     timer = SectionTimer(("env", "inference", "train"), sync_cuda=args.profile_sync)
     start_step = global_step
     completed = (start_iteration, global_step)
+    schedule = CheckpointSchedule(args.save_interval, args.save_minutes)
     print(f"run dir: {run_dir}  device: {device}  {envs}")
     try:
         for iteration in range(start_iteration + 1, args.num_iterations + 1):
@@ -361,8 +365,8 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
             )
             log.progress(global_step, final=done_now)
             completed = (iteration, global_step)
-            if args.save_interval and iteration % args.save_interval == 0:
-                checkpoint(f"checkpoint_{iteration:06d}.pt", *completed)
+            for name in schedule.due(iteration):
+                checkpoint(name, *completed)
             if done_now:
                 break
     except KeyboardInterrupt:

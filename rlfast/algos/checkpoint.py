@@ -13,14 +13,16 @@ One ``torch.save``d dict, loadable with ``weights_only=True``::
     rng          torch (CPU + every CUDA device), numpy legacy global, python ``random``
 
 Writes are atomic (temp file in the same folder + ``os.replace``): a crash or Ctrl-C while
-saving leaves the previous checkpoint intact.
+saving leaves the previous checkpoint intact. ``CheckpointSchedule`` says when a trainer saves
+during a run, so that a crash (even SIGKILL) loses at most ``save_minutes`` of training.
 """
 
 import os
 import random
 import tempfile
+import time
 from pathlib import Path
-from typing import Any, Mapping, Optional, Union
+from typing import Any, Callable, Mapping, Optional, Union
 
 import numpy as np
 import torch
@@ -134,3 +136,30 @@ def restore(
 def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
     """The module under a ``torch.compile`` wrapper (its state_dict keys carry no ``_orig_mod.``)."""
     return getattr(model, "_orig_mod", model)
+
+
+class CheckpointSchedule:
+    """Which checkpoints a trainer writes after a completed iteration (besides the final one).
+
+    - ``checkpoint_{iteration:06d}.pt`` every ``interval`` iterations (0: none), to keep;
+    - ``checkpoint.pt``, the latest state, once ``minutes`` of wall clock have passed since the
+      schedule started or last asked for it (0: never during the run), so that a crash loses
+      at most that much training. ``--resume`` takes either file.
+    """
+
+    def __init__(self, interval: int, minutes: float, clock: Callable[[], float] = time.monotonic) -> None:
+        if interval < 0 or minutes < 0:
+            raise ValueError(f"save_interval ({interval}) and save_minutes ({minutes}) must be >= 0")
+        self.interval, self.seconds, self.clock = interval, 60.0 * minutes, clock
+        self.last = clock()
+
+    def due(self, iteration: int) -> list[str]:
+        """File names to write now that ``iteration`` (1-based) is complete."""
+        names = []
+        if self.interval and iteration % self.interval == 0:
+            names.append(f"checkpoint_{iteration:06d}.pt")
+        now = self.clock()
+        if self.seconds and now - self.last >= self.seconds:
+            names.append("checkpoint.pt")
+            self.last = now
+        return names

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from rlfast.algos.checkpoint import load_checkpoint, make_checkpoint, restore, save_checkpoint
+from rlfast.algos.checkpoint import CheckpointSchedule, load_checkpoint, make_checkpoint, restore, save_checkpoint
 from rlfast.algos.normalize import ObsNormalizer
 from rlfast.algos.ppo import ppo_update
 
@@ -155,3 +155,21 @@ def test_resume_continues_the_run_deterministically(tmp_path):
     for key in finals[0]:
         assert torch.equal(finals[0][key], finals[1][key]), key
         assert not torch.equal(finals[0][key], mid["models"]["agent"][key]), key  # it did train
+
+
+def test_schedule_numbered_every_interval_and_latest_every_few_minutes():
+    now = [0.0]
+    schedule = CheckpointSchedule(interval=3, minutes=2.0, clock=lambda: now[0])
+    due = {}
+    for iteration in range(1, 10):
+        now[0] += 50.0  # 50 s per iteration: 120 s have passed after iterations 3, 6 and 9
+        due[iteration] = schedule.due(iteration)
+    assert due[3] == ["checkpoint_000003.pt", "checkpoint.pt"]
+    assert due[6] == ["checkpoint_000006.pt", "checkpoint.pt"]
+    assert due[9] == ["checkpoint_000009.pt", "checkpoint.pt"]
+    assert all(due[i] == [] for i in (1, 2, 4, 5, 7, 8))
+    never = CheckpointSchedule(interval=0, minutes=0.0, clock=lambda: now[0])
+    now[0] += 1e6
+    assert never.due(1) == []
+    with pytest.raises(ValueError, match="save_minutes"):
+        CheckpointSchedule(interval=1, minutes=-1.0)

@@ -43,6 +43,7 @@ INFO_ATOL = 1e-9
 ALIGN_STEPS = 300
 ALIGN_LIMIT = 150
 
+
 @pytest.fixture(autouse=True)
 def _mujoco_log_in_tmp(tmp_path, monkeypatch):
     """MuJoCo appends its warnings (e.g. humanoid.xml's deprecated settotalmass) to
@@ -103,8 +104,13 @@ def test_same_seed_same_rollout_across_threads_other_seed_differs(task_id):
 @needs_hooks
 @pytest.mark.parametrize(
     "task_id, noise, kind",
-    [("Ant-v5", 0.1, "normal"), ("HalfCheetah-v5", 0.1, "normal"), ("Hopper-v5", 5e-3, "uniform"),
-     ("Humanoid-v5", 1e-2, "uniform"), ("InvertedDoublePendulum-v5", 0.1, "normal")],
+    [
+        ("Ant-v5", 0.1, "normal"),
+        ("HalfCheetah-v5", 0.1, "normal"),
+        ("Hopper-v5", 5e-3, "uniform"),
+        ("Humanoid-v5", 1e-2, "uniform"),
+        ("InvertedDoublePendulum-v5", 0.1, "normal"),
+    ],
 )
 def test_reset_noise_has_gymnasium_distribution(task_id, noise, kind):
     """qpos = qpos0 + U(-s, s); qvel = U(-s, s) or s * N(0, 1) per task, as gymnasium."""
@@ -126,7 +132,10 @@ def test_reset_noise_has_gymnasium_distribution(task_id, noise, kind):
 def check_info(info, ref_info, where):
     for key, value in ref_info.items():
         np.testing.assert_allclose(
-            info[key][0].numpy(), np.asarray(value, dtype=np.float64), rtol=INFO_RTOL, atol=INFO_ATOL,
+            info[key][0].numpy(),
+            np.asarray(value, dtype=np.float64),
+            rtol=INFO_RTOL,
+            atol=INFO_ATOL,
             err_msg=f"{where} info[{key!r}]",
         )
 
@@ -172,12 +181,34 @@ def test_state_synced_steps_match_gymnasium(task_id):
 @pytest.mark.parametrize(
     "task_id, kwargs",
     [
-        ("Ant-v5", {"exclude_current_positions_from_observation": False, "include_cfrc_ext_in_observation": False,
-                    "ctrl_cost_weight": 0.1, "healthy_z_range": (0.3, 0.9), "contact_force_range": (-0.5, 0.5)}),
-        ("Hopper-v5", {"terminate_when_unhealthy": False, "healthy_angle_range": (-0.1, 0.1), "frame_skip": 2,
-                       "reset_noise_scale": 0.1}),
-        ("Humanoid-v5", {"include_cinert_in_observation": False, "include_cvel_in_observation": False,
-                         "contact_cost_weight": 1e-6, "forward_reward_weight": 2.0}),
+        (
+            "Ant-v5",
+            {
+                "exclude_current_positions_from_observation": False,
+                "include_cfrc_ext_in_observation": False,
+                "ctrl_cost_weight": 0.1,
+                "healthy_z_range": (0.3, 0.9),
+                "contact_force_range": (-0.5, 0.5),
+            },
+        ),
+        (
+            "Hopper-v5",
+            {
+                "terminate_when_unhealthy": False,
+                "healthy_angle_range": (-0.1, 0.1),
+                "frame_skip": 2,
+                "reset_noise_scale": 0.1,
+            },
+        ),
+        (
+            "Humanoid-v5",
+            {
+                "include_cinert_in_observation": False,
+                "include_cvel_in_observation": False,
+                "contact_cost_weight": 1e-6,
+                "forward_reward_weight": 2.0,
+            },
+        ),
         ("HumanoidStandup-v5", {"include_qfrc_actuator_in_observation": False, "impact_cost_range": (-1.0, 0.1)}),
         ("Walker2d-v5", {"xml_file": "walker2d.xml", "healthy_z_range": (0.5, 2.5)}),
         ("Swimmer-v5", {"exclude_current_positions_from_observation": False}),

@@ -149,6 +149,33 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
     assert ckpt["global_step"] == ckpt["iteration"] * 128 and ckpt["iteration"] >= 1
 
 
+def test_sigkill_loses_at_most_the_save_minutes(tmp_path):
+    # --save-minutes 1e-6: checkpoint.pt is rewritten after every iteration, so a SIGKILL (no handler can run)
+    # leaves the state of a completed iteration behind, and the run resumes from it.
+    cmd = [sys.executable, str(SCRIPTS / "ppo.py"), *TINY, "--total-timesteps", "10000000", "--runs-dir", "runs",
+           "--save-minutes", "1e-6"]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().startswith("run dir:")
+        deadline = time.monotonic() + 60
+        while not list((tmp_path / "runs").glob("*/checkpoint.pt")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)  # a few more iterations (and saves) under way
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == -signal.SIGKILL
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert not list(run_dir.glob(".checkpoint.pt.*"))  # no temp file was left as the checkpoint
+    ckpt = load_checkpoint(run_dir / "checkpoint.pt")
+    assert ckpt["iteration"] >= 1 and ckpt["global_step"] == ckpt["iteration"] * 128
+    total = (ckpt["iteration"] + 1) * 128
+    proc = run("ppo.py", "--resume", str(run_dir / "checkpoint.pt"), "--total-timesteps", str(total), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert load_checkpoint(run_dir / "checkpoint.pt")["global_step"] == total
+
+
 @pytest.mark.slow
 def test_cartpole_learns_to_450(tmp_path):
     """The preset reaches a mean return of 450 over 20 episodes (~5-10 s on 2 CPU cores, 2-4 min on 1 loaded core)."""
