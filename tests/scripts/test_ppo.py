@@ -151,7 +151,8 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
 
 def test_sigkill_loses_at_most_the_save_minutes(tmp_path):
     # --save-minutes 1e-6: checkpoint.pt is rewritten after every iteration, so a SIGKILL (no handler can run)
-    # leaves the state of a completed iteration behind, and the run resumes from it.
+    # leaves the state of a completed iteration behind, and the run resumes from it. (A kill during a save may
+    # leave that save's temp file behind; checkpoint.pt itself is only ever replaced whole.)
     cmd = [sys.executable, str(SCRIPTS / "ppo.py"), *TINY, "--total-timesteps", "10000000", "--runs-dir", "runs",
            "--save-minutes", "1e-6"]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -167,7 +168,6 @@ def test_sigkill_loses_at_most_the_save_minutes(tmp_path):
         proc.kill()
     assert proc.returncode == -signal.SIGKILL
     (run_dir,) = (tmp_path / "runs").iterdir()
-    assert not list(run_dir.glob(".checkpoint.pt.*"))  # no temp file was left as the checkpoint
     ckpt = load_checkpoint(run_dir / "checkpoint.pt")
     assert ckpt["iteration"] >= 1 and ckpt["global_step"] == ckpt["iteration"] * 128
     total = (ckpt["iteration"] + 1) * 128
