@@ -26,6 +26,7 @@ def make(
     ``batch_size`` < ``num_envs`` selects async mode; ``num_threads`` defaults to
     min(cores, num_envs). Other keywords: ``seeds``, ``max_episode_steps``,
     ``autoreset_mode`` ("next_step" | "same_step"), ``thread_affinity_offset``,
+    ``work_in_recv`` (recv() steps envs on the calling thread while it waits; see EnvPool),
     ``pin_memory``, and the env's own options (e.g. ``sutton_barto_reward``).
     """
     return EnvPool(task_id, num_envs, batch_size=batch_size, num_threads=num_threads, seed=seed, **kwargs)

@@ -110,6 +110,12 @@ class EnvPool:
     Sync mode (``batch_size == num_envs``): ``step(a)`` returns every env's result, ordered
     by env id. Async mode (``batch_size < num_envs``): ``recv()`` returns the first
     ``batch_size`` envs to finish; ``info["env_id"]`` says which.
+
+    ``work_in_recv=True``: while ``recv()`` waits for its batch, the calling thread steps
+    queued envs itself instead of sleeping, so it counts as one more worker (``num_threads``
+    then defaults to one fewer, and may be 0: every step runs inside ``recv``). It pays off
+    where the loop spends its time waiting on envs and cores are few; a ``recv`` that took a
+    step finishes that step before returning, so it can return up to one env step late.
     """
 
     def __init__(
@@ -123,6 +129,7 @@ class EnvPool:
         max_episode_steps: Optional[int] = None,
         autoreset_mode: str = "next_step",
         thread_affinity_offset: int = -1,
+        work_in_recv: bool = False,
         pin_memory: Optional[bool] = None,
         **env_kwargs: Any,
     ) -> None:
@@ -136,14 +143,16 @@ class EnvPool:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         if batch_size is not None and not 1 <= batch_size <= num_envs:
             raise ValueError(f"batch_size must be in [1, num_envs={num_envs}], got {batch_size}")
-        if num_threads is not None and num_threads < 1:
-            raise ValueError(f"num_threads must be >= 1, got {num_threads}")
+        if num_threads is not None and num_threads < (0 if work_in_recv else 1):
+            least = "0" if work_in_recv else "1 (or 0 with work_in_recv=True)"
+            raise ValueError(f"num_threads must be >= {least}, got {num_threads}")
         if seed < 0:
             raise ValueError(f"seed must be >= 0, got {seed}")
         config = _C.PoolConfig()
         config.num_envs = int(num_envs)
         config.batch_size = int(batch_size or 0)
-        config.num_threads = int(num_threads or 0)
+        config.num_threads = -1 if num_threads is None else int(num_threads)
+        config.work_in_recv = bool(work_in_recv)
         config.seed = int(seed)
         config.seeds = [int(s) for s in seeds] if seeds is not None else []
         config.max_episode_steps = int(max_episode_steps or 0)
@@ -180,6 +189,10 @@ class EnvPool:
         self._pool.attach(self._buffers)
         # One pre-built tuple of views per block: recv() only indexes into this list.
         self._views = [tuple(buf[b] for buf in self._buffers) for b in range(k)]
+        # send() fast path: id of each block's env_id view -> a numpy view of the same memory.
+        # The views live as long as the pool, so their ids cannot be reused by other objects.
+        env_id = self._names.index("env_id")
+        self._env_id_arrays = {id(v[env_id]): v[env_id].numpy() for v in self._views}
         _LIVE_POOLS.add(self)
 
     # ------------------------------------------------------------------ async API
@@ -189,7 +202,12 @@ class EnvPool:
         ``actions[i]`` goes to env ``env_ids[i]``. Discrete: integer array of shape (n,);
         continuous: float array of shape (n, *action_shape).
         """
-        ids = None if env_ids is None else _as_numpy(env_ids, "env_ids")
+        if env_ids is None:
+            ids = None
+        else:  # recv's own env_id tensor (the usual case) maps straight to its numpy view
+            ids = self._env_id_arrays.get(id(env_ids))
+            if ids is None:
+                ids = _as_numpy(env_ids, "env_ids")
         self._pool.send(_as_numpy(actions, "actions"), ids)
 
     def recv(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:

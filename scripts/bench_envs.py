@@ -21,6 +21,8 @@ Contenders (those whose package or task is missing are skipped with a note):
                   machine's limit
   rlfast-sync     rlfast.make(task, N), all N envs per send/recv
   rlfast-async    rlfast.make(task, N, batch_size=B), B envs per send/recv
+  rlfast-async-wir  the same with work_in_recv=True and one worker thread fewer: recv() steps
+                  queued envs on the calling thread while it waits, which makes up the count
   envpool-sync    envpool.make(task, "gymnasium", N) (MuJoCo: EnvPool's own MuJoCo build)
   envpool-async   the same with batch_size=B
   ale-sync        ale_py.vector_env.AtariVectorEnv(game, N) (Atari)
@@ -30,6 +32,8 @@ Contenders (those whose package or task is missing are skipped with a note):
                   AtariPreprocessing + FrameStackObservation, the same preprocessing less
                   the FIRE reset; needs opencv-python)
   rlfast-n1       rlfast with N=1, one thread (Atari)
+  rlfast-n1-wir   rlfast with N=1, work_in_recv=True and no worker thread: each step runs inside
+                  recv() on the calling thread (Atari)
   envpool-n1      EnvPool with N=1, one thread (Atari)
 """
 
@@ -78,7 +82,7 @@ class Args:
     json: Optional[str] = None
     """also write the results to this JSON file"""
     plot: Optional[str] = None
-    """write a PNG of rate vs threads (rlfast-async, envpool-async, raw-limit) to this file"""
+    """write a PNG of rate vs threads (rlfast-async[-wir], envpool-async, raw-limit) to this file"""
     threads_sweep: Optional[tuple[int, ...]] = None
     """thread counts of the --plot sweep (default 1 .. cores); N and B follow the family defaults"""
     seed: int = 0
@@ -208,9 +212,12 @@ def send_recv(env: Any, space: gym.Space, s: Setup, batch: int, ids: bool = True
     return Stepper(advance, env.close, s.num_envs, batch, s.threads)
 
 
-def make_rlfast(s: Setup, sync: bool) -> Stepper:
+def make_rlfast(s: Setup, sync: bool, work_in_recv: bool = False) -> Stepper:
+    """rlfast's pool on s.threads stepping threads; under work_in_recv the calling thread is one of them."""
     b = s.num_envs if sync else s.batch_size
-    pool = rlfast.make(s.task, num_envs=s.num_envs, batch_size=b, num_threads=s.threads, seed=s.seed)
+    workers = s.threads - 1 if work_in_recv else s.threads
+    pool = rlfast.make(s.task, num_envs=s.num_envs, batch_size=b, num_threads=workers, seed=s.seed,
+                       work_in_recv=work_in_recv)  # fmt: skip
     return send_recv(pool, pool.single_action_space, s, b)
 
 
@@ -347,6 +354,7 @@ CONTENDERS: dict[str, Contender] = {
     "raw-limit": Contender(("atari", "mujoco"), cores=lambda s: s.cores),
     "rlfast-sync": Contender(ALL, partial(make_rlfast, sync=True)),
     "rlfast-async": Contender(ALL, partial(make_rlfast, sync=False)),
+    "rlfast-async-wir": Contender(ALL, partial(make_rlfast, sync=False, work_in_recv=True)),
     "envpool-sync": Contender(ALL, partial(make_envpool, sync=True)),
     "envpool-async": Contender(ALL, partial(make_envpool, sync=False)),
     "ale-sync": Contender(("atari",), partial(make_ale, sync=True)),
@@ -355,8 +363,9 @@ CONTENDERS: dict[str, Contender] = {
     "gym-async": Contender(ALL, partial(make_gym, in_subprocesses=True)),
     "rlfast-n1": Contender(("atari",), lambda s: make_rlfast(replace(s, **N1), sync=True)),
     "envpool-n1": Contender(("atari",), lambda s: make_envpool(replace(s, **N1), sync=True)),
+    "rlfast-n1-wir": Contender(("atari",), lambda s: make_rlfast(replace(s, **N1), sync=True, work_in_recv=True)),
 }
-SWEEP = ("raw-limit", "rlfast-async", "envpool-async")
+SWEEP = ("raw-limit", "rlfast-async", "rlfast-async-wir", "envpool-async")
 SKIPPABLE = (ImportError, LookupError, gym.error.Error)
 
 
@@ -452,7 +461,9 @@ def ratio(results: dict[str, Result], a: str, b: str) -> Optional[float]:
 PAIRS = [
     ("rlfast-sync", "envpool-sync"),
     ("rlfast-async", "envpool-async"),
+    ("rlfast-async-wir", "envpool-async"),
     ("rlfast-n1", "envpool-n1"),
+    ("rlfast-n1-wir", "envpool-n1"),
     ("rlfast-sync", "ale-sync"),
     ("rlfast-async", "ale-async"),
     ("rlfast-sync", "gym-sync"),
@@ -467,20 +478,21 @@ def format_table(s: Setup, results: dict[str, Result], rounds: int) -> str:
     title = (
         f"{s.task}: {fam.explained.format(skip=s.frame_skip)}; N={s.num_envs}, B={s.batch_size}, threads={s.threads}"
     )
-    header = f"{'contender':<15}{'envs':>6}{'batch':>6}{'threads':>8}{fam.unit:>14}"
+    header = f"{'contender':<18}{'envs':>6}{'batch':>6}{'threads':>8}{fam.unit:>14}"
     header += (f"{'of limit':>10}" if limit else "") + (f"{'vs ' + base:>14}" if base else "")
     lines = [f"\n{title}, {CORES} cores, best of {rounds} x {s.seconds:g} s", header]
     for name, r in results.items():
         if not r.steps:
-            lines.append(f"{name:<15}  {r.note}")
+            lines.append(f"{name:<18}  {r.note}")
             continue
-        row = f"{name:<15}{r.num_envs:>6}{r.batch_size:>6}{r.threads:>8}{r.rate:>14,.0f}"
+        row = f"{name:<18}{r.num_envs:>6}{r.batch_size:>6}{r.threads:>8}{r.rate:>14,.0f}"
         row += f"{r.rate / limit:>10.0%}" if limit else ""
         row += f"{ratio(results, name, base):>13.1f}x" if base else ""
         lines.append(row)
-    x = ratio(results, "rlfast-async", "raw-limit")
-    if x is not None:
-        lines.append(f"  rlfast-async: {x:.0%} of the limit (raw-limit on {results['raw-limit'].threads} cores)")
+    for ours in ("rlfast-async", "rlfast-async-wir"):
+        x = ratio(results, ours, "raw-limit")
+        if x is not None:
+            lines.append(f"  {ours}: {x:.0%} of the limit (raw-limit on {results['raw-limit'].threads} cores)")
     for ours, peer in PAIRS:
         x = ratio(results, ours, peer)
         if x is not None:
@@ -489,7 +501,7 @@ def format_table(s: Setup, results: dict[str, Result], rounds: int) -> str:
 
 
 def sweep_threads(task: str, names: list[str], args: Args) -> dict[str, list[tuple[int, float]]]:
-    """(threads, rate) of each of `names` (rlfast-async, envpool-async, raw-limit) per thread count."""
+    """(threads, rate) of each of `names` (SWEEP) per thread count."""
     curves: dict[str, list[tuple[int, float]]] = {}
     for t in args.threads_sweep or range(1, CORES + 1):
         s = make_setup(task, args, threads=t)

@@ -18,7 +18,8 @@ def test_unknown_task_suggests_close_names():
     [
         ({"num_envs": 0}, "num_envs must be >= 1, got 0"),
         ({"num_envs": 4, "batch_size": 5}, r"batch_size must be in \[1, num_envs=4\], got 5"),
-        ({"num_envs": 4, "num_threads": 0}, "num_threads must be >= 1, got 0"),
+        ({"num_envs": 4, "num_threads": 0}, r"num_threads must be >= 1 \(or 0 with work_in_recv=True\), got 0"),
+        ({"num_envs": 4, "num_threads": -1, "work_in_recv": True}, "num_threads must be >= 0, got -1"),
         ({"num_envs": 2, "seeds": [1, 2, 3]}, "seeds must have one entry per env"),
         ({"num_envs": 2, "autoreset_mode": "sometimes"}, "autoreset_mode must be one of"),
         ({"num_envs": 2, "max_episode_steps": -3}, "max_episode_steps must be >= 1, got -3"),
@@ -117,6 +118,16 @@ def test_env_exception_surfaces_at_recv_naming_the_env():
         # The pool keeps working; the failed env restarts with a reset.
         obs, reward, term, trunc, info = pool.step(np.array([1, 1, 1, 1]))
         assert obs[2, 1] == 0.0 and obs[0, 1] == 2.0
+
+
+def test_env_exception_in_a_step_run_by_recv_itself_names_the_env():
+    # num_threads=0: every step runs on this thread, inside recv (work_in_recv).
+    with rlfast.make("Dummy-v0", num_envs=3, num_threads=0, work_in_recv=True, throw_on_action=13) as pool:
+        pool.reset()
+        with pytest.raises(EnvError, match=r"Dummy-v0 env 1 raised: Dummy-v0 was told to fail on action 13"):
+            pool.step(np.array([1, 13, 1]))
+        obs, reward, term, trunc, info = pool.step(np.array([1, 1, 1]))
+        assert obs[1, 1] == 0.0 and obs[0, 1] == 2.0
 
 
 def test_exception_in_async_mode_names_only_the_failing_env():

@@ -115,9 +115,11 @@ def test_recv_reuses_the_same_ring_of_buffers():
 
 @pytest.mark.parametrize("task_id,kwargs", [("CartPole-v1", {}), ("Dummy-v0", {"jitter_us": 200})])
 def test_sync_rollout_is_identical_for_any_num_threads(task_id, kwargs):
-    def rollout(num_threads):
+    def rollout(num_threads, work_in_recv=False):
         rng = np.random.default_rng(1)
-        with rlfast.make(task_id, num_envs=8, num_threads=num_threads, seed=3, **kwargs) as pool:
+        with rlfast.make(
+            task_id, num_envs=8, num_threads=num_threads, seed=3, work_in_recv=work_in_recv, **kwargs
+        ) as pool:
             n = pool.single_action_space.n
             obs, _ = pool.reset()
             out = [obs.clone()]
@@ -127,9 +129,44 @@ def test_sync_rollout_is_identical_for_any_num_threads(task_id, kwargs):
         return out
 
     ref = rollout(1)
-    for threads in (2, 4):
-        got = rollout(threads)
-        assert all(torch.equal(a, b) for a, b in zip(ref, got)), f"num_threads={threads} differs"
+    for threads, work_in_recv in ((2, False), (4, False), (0, True), (2, True)):
+        got = rollout(threads, work_in_recv)
+        assert all(torch.equal(a, b) for a, b in zip(ref, got)), f"num_threads={threads} {work_in_recv=} differs"
+
+
+@pytest.mark.parametrize("num_threads", [0, 1, 3])
+def test_work_in_recv_async_pool_delivers_every_env_its_own_actions(num_threads):
+    # recv steps queued envs itself (and with 0 workers, all of them): batches still hold
+    # distinct envs, each result answers that env's own action, and every env comes back.
+    num_envs, batch = 9, 4
+    rng = np.random.default_rng(num_threads)
+    with dummy(num_envs, batch, num_threads=num_threads, work_in_recv=True, jitter_us=200) as pool:
+        assert pool.num_threads == num_threads
+        pool.async_reset()
+        seen, sent = np.zeros(num_envs, dtype=int), {}
+        for _ in range(80):
+            obs, reward, term, trunc, info = pool.recv()
+            ids = info["env_id"].numpy().copy()
+            assert len(set(ids.tolist())) == batch
+            for row, env_id in enumerate(ids):
+                if env_id in sent and obs[row, 1] > 0:
+                    assert info["last_action"][row] == sent[env_id]
+            seen[ids] += 1
+            actions = rng.integers(0, 1000, size=batch).astype(np.int64)
+            sent.update(zip(ids.tolist(), actions.tolist()))
+            pool.send(actions, ids)
+        assert (seen > 0).all(), f"some env never came back: {seen}"
+
+
+def test_work_in_recv_default_threads_count_the_calling_thread():
+    import os
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    with dummy(1, work_in_recv=True) as pool:
+        assert pool.num_threads == 0  # a single env steps inside recv: no hand-off at all
+    with dummy(8, work_in_recv=True) as pool, dummy(8) as plain:
+        assert pool.num_threads == plain.num_threads - 1
+        assert plain.num_threads == min(8, os.cpu_count()) or plain.num_threads == min(8, cores)
 
 
 def test_seeds_drive_resets():

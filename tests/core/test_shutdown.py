@@ -16,7 +16,7 @@ from rlfast import PoolStateError
 
 def slow_pool(**kw):
     # Each step sleeps 300 ms: long enough for a recv to be parked when we act.
-    return rlfast.make("Dummy-v0", num_envs=4, num_threads=2, step_sleep_us=300_000, **kw)
+    return rlfast.make("Dummy-v0", num_envs=4, **{"num_threads": 2, **kw}, step_sleep_us=300_000)
 
 
 def test_close_from_another_thread_wakes_a_blocked_recv():
@@ -55,6 +55,47 @@ def test_ctrl_c_interrupts_a_blocking_recv_and_the_pool_survives():
     assert time.monotonic() - start < 1.0, "Ctrl-C took too long to interrupt recv"
     obs = pool.recv()[0]  # the interrupted batch is still delivered later
     assert obs.shape == (2, 3)
+    pool.close()
+
+
+@pytest.mark.parametrize("num_threads", [0, 1])
+def test_close_from_another_thread_stops_a_recv_that_is_stepping_envs(num_threads):
+    # work_in_recv: the recv thread is inside a 300 ms step when close() comes; it finishes
+    # that step, then raises instead of taking more work or waiting.
+    slow = slow_pool(num_threads=num_threads, work_in_recv=True)
+    slow.async_reset()
+    outcome = []
+
+    def working_recv():
+        try:
+            slow.recv()
+            outcome.append("returned")
+        except PoolStateError as e:
+            outcome.append(str(e))
+
+    t = threading.Thread(target=working_recv)
+    t.start()
+    time.sleep(0.45)
+    start = time.monotonic()
+    slow.close()
+    t.join(timeout=5)
+    assert not t.is_alive(), "recv kept going after close()"
+    assert time.monotonic() - start < 2
+    assert outcome == ["the pool was closed while recv() was waiting"]
+
+
+def test_ctrl_c_interrupts_a_working_recv_between_steps():
+    # num_threads=0: recv runs the four 200 ms resets itself; Ctrl-C lands during the first.
+    pool = rlfast.make("Dummy-v0", num_envs=4, num_threads=0, work_in_recv=True, step_sleep_us=200_000)
+    pool.async_reset()
+    timer = threading.Timer(0.1, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        pool.recv()
+    assert time.monotonic() - start < 0.7, "Ctrl-C waited for more than the step in progress"
+    obs = pool.recv()[0]  # the interrupted batch is still delivered later
+    assert obs.shape == (4, 3)
     pool.close()
 
 

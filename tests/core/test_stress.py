@@ -7,12 +7,17 @@ import rlfast
 from rlfast import PoolStateError
 
 
-@pytest.mark.parametrize("num_envs,batch_size,num_threads", [(7, 3, 2), (5, 5, 3), (9, 1, 4), (16, 4, 2)])
-def test_random_send_recv_sequences_keep_every_env(num_envs, batch_size, num_threads):
+@pytest.mark.parametrize(
+    "num_envs,batch_size,num_threads,work_in_recv",
+    [(7, 3, 2, False), (5, 5, 3, False), (9, 1, 4, False), (16, 4, 2, False), (7, 3, 0, True), (9, 1, 1, True),
+     (16, 4, 2, True)],
+)  # fmt: skip
+def test_random_send_recv_sequences_keep_every_env(num_envs, batch_size, num_threads, work_in_recv):
     rng = np.random.default_rng(num_envs * 100 + batch_size)
     pool = rlfast.make(
-        "Dummy-v0", num_envs=num_envs, batch_size=batch_size, num_threads=num_threads, jitter_us=50, episode_length=5
-    )
+        "Dummy-v0", num_envs=num_envs, batch_size=batch_size, num_threads=num_threads, jitter_us=50, episode_length=5,
+        work_in_recv=work_in_recv,
+    )  # fmt: skip
     in_flight: set[int] = set()
     idle = set(range(num_envs))
     last_action = {}

@@ -3,6 +3,7 @@
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -43,7 +44,8 @@ def test_atari_mujoco_and_classic_in_one_run_with_plot(tmp_path):
     pytest.importorskip("matplotlib")  # .ci/run installs it (the bench extra)
     out, png = tmp_path / "bench.json", tmp_path / "sweep.png"
     # EnvPool rows are left out for speed; gym-async on Atari needs opencv (AtariPreprocessing).
-    contenders = ["raw-1core", "raw-limit", "rlfast-sync", "rlfast-async", "ale-async", "gym-sync", "rlfast-n1"]
+    contenders = ["raw-1core", "raw-limit", "rlfast-sync", "rlfast-async", "rlfast-async-wir", "ale-async"]
+    contenders += ["gym-sync", "rlfast-n1", "rlfast-n1-wir"]
     contenders += ["gym-async"] if importlib.util.find_spec("cv2") else []
     proc = run_bench(
         "--tasks", "Pong-v5", "Ant-v5", "CartPole-v1", "--num-envs", "4", "--num-threads", "2",
@@ -54,8 +56,8 @@ def test_atari_mujoco_and_classic_in_one_run_with_plot(tmp_path):
     atari, mujoco, classic = (data["results"][t] for t in ("Pong-v5", "Ant-v5", "CartPole-v1"))
     # Each family runs only the contenders that apply to it.
     assert set(atari) == set(contenders) - {"gym-sync"}
-    assert set(mujoco) == set(contenders) - {"ale-async", "rlfast-n1"}
-    assert set(classic) == set(contenders) - {"raw-1core", "raw-limit", "ale-async", "rlfast-n1"}
+    assert set(mujoco) == set(contenders) - {"ale-async", "rlfast-n1", "rlfast-n1-wir"}
+    assert set(classic) == set(contenders) - {"raw-1core", "raw-limit", "ale-async", "rlfast-n1", "rlfast-n1-wir"}
     for task, results in data["results"].items():
         for name, r in results.items():
             assert r["steps"] > 0 and r["rate"] > 0, (task, name, r["note"])
@@ -63,16 +65,18 @@ def test_atari_mujoco_and_classic_in_one_run_with_plot(tmp_path):
     assert all(r["rate"] == 4 * r["steps_per_s"] for r in atari.values())
     assert all(r["rate"] == r["steps_per_s"] for r in mujoco.values())
     assert atari["raw-limit"]["threads"] == 2 and atari["rlfast-n1"]["num_envs"] == 1
+    assert atari["rlfast-n1-wir"]["num_envs"] == 1 and mujoco["rlfast-async-wir"]["threads"] == 2
     for task, unit in (("Pong-v5", "frames/s"), ("Ant-v5", "steps/s")):
         table = proc.stdout.split(f"\n{task}: ")[1].split("\n\n")[0]
         assert unit in table and "of limit" in table and "rlfast-async: " in table and "% of the limit" in table
+        assert "rlfast-async-wir: " in table
         for name in data["results"][task]:
             assert f"\n{name} " in table
     assert "rlfast-n1" in proc.stdout and "rlfast-sync / gym-sync:" in proc.stdout
-    # The sweep: raw-limit and rlfast-async at 1 and 2 threads (envpool-async was not chosen).
+    # The sweep: raw-limit and rlfast-async[-wir] at 1 and 2 threads (envpool-async was not chosen).
     for task in ("Pong-v5", "Ant-v5"):
         sweep = data["sweep"][task]
-        assert set(sweep) == {"raw-limit", "rlfast-async"}
+        assert set(sweep) == {"raw-limit", "rlfast-async", "rlfast-async-wir"}
         assert all([t for t, _ in points] == [1, 2] and all(v > 0 for _, v in points) for points in sweep.values())
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -84,8 +88,8 @@ def test_missing_peer_is_skipped_with_a_note(tmp_path):
     cmd = [sys.executable, SCRIPT, "--seconds", "0.1", "--warmup", "0", "--contenders", "envpool-sync", "rlfast-sync"]
     proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
     assert proc.returncode == 0, proc.stderr
-    assert "envpool-sync     skipped: no envpool here" in proc.stdout
-    assert "rlfast-sync         8     8" in proc.stdout
+    assert re.search(r"\nenvpool-sync +skipped: no envpool here\n", proc.stdout), proc.stdout
+    assert re.search(r"\nrlfast-sync +8 +8 ", proc.stdout), proc.stdout
 
 
 def test_rejects_unknown_contender_and_task():

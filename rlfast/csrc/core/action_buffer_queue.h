@@ -23,7 +23,7 @@ struct ActionItem {
 ///
 /// Two monotonically increasing counters index the ring: `tail_` (next write, producer only)
 /// and `head_` (next read, claimed by consumers with fetch_add). The semaphore counts
-/// published items: a consumer only takes an index after it has taken a permit, and the
+/// published items: a consumer (a worker, or a working `recv`) only takes an index after it has taken a permit, and the
 /// single producer writes the item before signalling, so the item at a claimed index is
 /// always complete. Capacity must exceed the number of items that can be queued at once
 /// (at most one per env plus one stop marker per worker), so writes never lap reads.
@@ -47,6 +47,15 @@ class ActionBufferQueue {
     sem_.Wait();
     uint64_t idx = head_.fetch_add(1, std::memory_order_relaxed);
     return items_[idx % items_.size()];
+  }
+
+  /// Takes an item if one is published and not promised to a parked worker; never blocks.
+  /// Used by a `recv` that works while it waits (PoolConfig::work_in_recv).
+  bool TryDequeue(ActionItem* out) {
+    if (!sem_.TryWait()) return false;
+    uint64_t idx = head_.fetch_add(1, std::memory_order_relaxed);
+    *out = items_[idx % items_.size()];
+    return true;
   }
 
  private:

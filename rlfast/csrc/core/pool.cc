@@ -51,9 +51,15 @@ PoolConfig ResolveConfig(PoolConfig c, const EnvSpec& spec) {
     throw BadValue("batch_size must be in [1, num_envs=" + std::to_string(c.num_envs) +
                    "], got " + std::to_string(c.batch_size));
   }
-  if (c.num_threads == 0) c.num_threads = ThreadPool::DefaultNumThreads(c.num_envs);
-  if (c.num_threads < 1) {
-    throw BadValue("num_threads must be >= 1, got " + std::to_string(c.num_threads));
+  if (c.num_threads == -1) {
+    // Under work_in_recv the thread calling recv() is one of the workers.
+    c.num_threads = ThreadPool::DefaultNumThreads(c.num_envs) - (c.work_in_recv ? 1 : 0);
+  }
+  if (c.num_threads < (c.work_in_recv ? 0 : 1)) {
+    throw BadValue(c.work_in_recv
+                       ? "num_threads must be >= 0, got " + std::to_string(c.num_threads)
+                       : "num_threads must be >= 1 (or 0 with work_in_recv), got " +
+                             std::to_string(c.num_threads));
   }
   if (c.max_episode_steps == 0) c.max_episode_steps = spec.max_episode_steps;
   if (c.max_episode_steps < 1) {
@@ -277,18 +283,7 @@ std::pair<int, std::string> Pool::Recv(const std::function<void()>& poll) {
     // Reserve the block's results so a concurrent recv cannot wait for the same ones.
     unreceived_ -= config_.batch_size;
   }
-  int block;
-  while ((block = states_.WaitReady(std::chrono::milliseconds(50))) < 0 || closed_) {
-    if (closed_) throw PoolStateError("the pool was closed while recv() was waiting");
-    try {
-      poll();
-    } catch (...) {
-      // Interrupted (Ctrl-C): the block stays pending and a later recv() returns it.
-      std::lock_guard<std::mutex> lock(book_mutex_);
-      unreceived_ += config_.batch_size;
-      throw;
-    }
-  }
+  const int block = WaitBlock(poll);
   std::string failures;
   {
     std::lock_guard<std::mutex> lock(book_mutex_);
@@ -302,6 +297,50 @@ std::pair<int, std::string> Pool::Recv(const std::function<void()>& poll) {
     }
   }
   return {block, failures};
+}
+
+int Pool::WaitBlock(const std::function<void()>& poll) {
+  using Clock = std::chrono::steady_clock;
+  constexpr auto kPollInterval = std::chrono::milliseconds(50);
+  auto check = [&] {
+    if (closed_) throw PoolStateError("the pool was closed while recv() was waiting");
+    try {
+      poll();
+    } catch (...) {
+      // Interrupted (Ctrl-C): the block stays pending and a later recv() returns it.
+      std::lock_guard<std::mutex> lock(book_mutex_);
+      unreceived_ += config_.batch_size;
+      throw;
+    }
+  };
+  auto next_check = Clock::now() + kPollInterval;
+  while (true) {
+    int block = states_.TryReady();
+    if (block >= 0 && !closed_) return block;
+    ActionItem item;
+    if (block < 0 && !closed_ && TakeWork(&item)) {
+      Process(item);  // the same code a worker runs; its result may complete any block
+      if (Clock::now() >= next_check) {
+        check();
+        next_check = Clock::now() + kPollInterval;
+      }
+      continue;
+    }
+    // Nothing to do here (or work_in_recv is off): sleep until a worker completes a block.
+    if (block < 0) block = states_.WaitReady(kPollInterval);
+    if (block >= 0 && !closed_) return block;
+    check();
+    next_check = Clock::now() + kPollInterval;
+  }
+}
+
+bool Pool::TakeWork(ActionItem* item) {
+  if (!config_.work_in_recv || !actions_.TryDequeue(item)) return false;
+  if (item->env_id >= 0) return true;
+  // A worker's stop marker (close() is under way): hand it back, the worker must get it.
+  std::lock_guard<std::mutex> lock(book_mutex_);
+  actions_.Enqueue(item, 1);
+  return false;
 }
 
 void Pool::RecordError(int env_id, const std::string& what) {

@@ -32,7 +32,10 @@ enum class AutoresetMode { kNextStep, kSameStep };
 struct PoolConfig {
   int num_envs = 1;
   int batch_size = 0;   ///< 0: num_envs (sync mode).
-  int num_threads = 0;  ///< 0: min(cores, num_envs).
+  int num_threads = -1;  ///< -1: min(cores, num_envs), one fewer under work_in_recv.
+  /// recv() steps queued envs on its own thread while its batch is incomplete, instead of
+  /// sleeping (the calling thread counts as one more worker; num_threads may be 0).
+  bool work_in_recv = false;
   uint64_t seed = 0;
   std::vector<uint64_t> seeds;  ///< Per-env seeds; empty: seed + env_id.
   int max_episode_steps = 0;    ///< 0: the env's default.
@@ -93,7 +96,8 @@ class Pool {
   /// Blocks until a block of batch_size results is complete and returns its index, plus
   /// the errors of envs in that block that raised (empty if none; the block is consumed
   /// either way, so its envs are idle again). `poll` runs every 50 ms while waiting (the
-  /// binding checks for Ctrl-C there and may throw). Throws PoolStateError if nothing
+  /// binding checks for Ctrl-C there and may throw; under work_in_recv, between env steps,
+  /// so a step in progress finishes first). Throws PoolStateError if nothing
   /// could ever complete a block or the pool is closed.
   std::pair<int, std::string> Recv(const std::function<void()>& poll);
 
@@ -139,6 +143,11 @@ class Pool {
   int final_obs_field_ = -1;
 
  private:
+  /// Recv's wait: the index of the next complete block. Runs queued work meanwhile under
+  /// work_in_recv; calls `poll` every 50 ms.
+  int WaitBlock(const std::function<void()>& poll);
+  /// Under work_in_recv: takes one queued step (or reset) for the calling thread, if any.
+  bool TakeWork(ActionItem* item);
   void CheckEnvIds(const int32_t* env_ids, int64_t n);
   void Enqueue(const int32_t* env_ids, int64_t n, bool reset);
   void WorkerLoop();

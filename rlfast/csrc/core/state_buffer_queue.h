@@ -67,13 +67,11 @@ class StateBufferQueue {
   /// Called by the `recv` thread only.
   int WaitReady(std::chrono::microseconds timeout) {
     if (!ready_.WaitFor(timeout)) return -1;
-    int block = static_cast<int>(read_ % num_blocks_);
-    ++read_;
-    // Safe to reset here: the next claim on this block is a full ring lap away (see above).
-    committed_[block].store(0, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_acquire);
-    return block;
+    return TakeReady();
   }
+
+  /// The next complete block if there is one now, else -1. Called by the `recv` thread only.
+  int TryReady() { return ready_.TryWait() ? TakeReady() : -1; }
 
   /// Wakes a `recv` blocked in WaitReady (used by close; the caller re-checks its stop flag).
   void WakeReader() { ready_.Signal(); }
@@ -82,6 +80,16 @@ class StateBufferQueue {
   int num_blocks() const { return num_blocks_; }
 
  private:
+  /// Bookkeeping after a permit of `ready_` was taken: the block in ring order.
+  int TakeReady() {
+    int block = static_cast<int>(read_ % num_blocks_);
+    ++read_;
+    // Safe to reset here: the next claim on this block is a full ring lap away (see above).
+    committed_[block].store(0, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    return block;
+  }
+
   const int batch_size_;
   const int num_blocks_;
   const bool ordered_;

@@ -127,8 +127,8 @@ class PyPool {
     if (env_ids.is_none()) {
       pool_->Send(a, nullptr, pool_->config().num_envs);
     } else {
-      auto ids = ToIds(env_ids);
-      pool_->Send(a, ids.data(), static_cast<int64_t>(ids.size()));
+      const Ids ids = ToIds(env_ids);
+      pool_->Send(a, ids.data, ids.n);
     }
   }
 
@@ -136,8 +136,8 @@ class PyPool {
     if (env_ids.is_none()) {
       pool_->SendReset(nullptr, pool_->config().num_envs);
     } else {
-      auto ids = ToIds(env_ids);
-      pool_->SendReset(ids.data(), static_cast<int64_t>(ids.size()));
+      const Ids ids = ToIds(env_ids);
+      pool_->SendReset(ids.data, ids.n);
     }
   }
 
@@ -157,18 +157,35 @@ class PyPool {
   core::Pool& pool() { return *pool_; }
 
  private:
-  static std::vector<int32_t> ToIds(const py::object& env_ids) {
-    py::array arr = py::array::ensure(env_ids);
+  /// env_ids as int32 values: read in place from an int32 C-contiguous array (what the
+  /// env_id field of recv's results is), else converted into `owned`.
+  struct Ids {
+    py::array array;  // keeps the array read in place alive
+    std::vector<int32_t> owned;
+    const int32_t* data = nullptr;
+    int64_t n = 0;
+  };
+
+  static Ids ToIds(const py::object& env_ids) {
+    Ids ids;
+    ids.array = py::array::ensure(env_ids);
+    const py::array& arr = ids.array;
     if (!arr || arr.ndim() != 1 || (arr.dtype().kind() != 'i' && arr.dtype().kind() != 'u')) {
       throw py::value_error("env_ids must be a 1-d array of integers, got " +
                             py::repr(env_ids).cast<std::string>());
     }
+    ids.n = static_cast<int64_t>(arr.size());
+    if (arr.dtype().kind() == 'i' && arr.itemsize() == 4 && (arr.flags() & py::array::c_style)) {
+      ids.data = static_cast<const int32_t*>(arr.data());
+      return ids;
+    }
     auto ids64 = arr.cast<py::array_t<int64_t, py::array::forcecast>>();
-    std::vector<int32_t> ids(ids64.size());
+    ids.owned.resize(ids64.size());
     for (py::ssize_t i = 0; i < ids64.size(); ++i) {
       int64_t v = ids64.at(i);
-      ids[i] = (v < INT32_MIN || v > INT32_MAX) ? -1 : static_cast<int32_t>(v);
+      ids.owned[i] = (v < INT32_MIN || v > INT32_MAX) ? -1 : static_cast<int32_t>(v);
     }
+    ids.data = ids.owned.data();
     return ids;
   }
 
@@ -232,6 +249,7 @@ PYBIND11_MODULE(_C, m) {
             c.autoreset_mode = same ? core::AutoresetMode::kSameStep
                                     : core::AutoresetMode::kNextStep;
           })
+      .def_readwrite("work_in_recv", &core::PoolConfig::work_in_recv)
       .def_readwrite("thread_affinity_offset", &core::PoolConfig::thread_affinity_offset);
 
   py::class_<PyPool>(m, "Pool")
