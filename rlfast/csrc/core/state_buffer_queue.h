@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <thread>
 
 #include "rlfast/csrc/core/semaphore.h"
 
@@ -74,7 +75,10 @@ class StateBufferQueue {
   int TryReady() { return ready_.TryWait() ? TakeReady() : -1; }
 
   /// Wakes a `recv` blocked in WaitReady (used by close; the caller re-checks its stop flag).
-  void WakeReader() { ready_.Signal(); }
+  void WakeReader() {
+    woken_.store(true, std::memory_order_release);
+    ready_.Signal();
+  }
 
   int batch_size() const { return batch_size_; }
   int num_blocks() const { return num_blocks_; }
@@ -84,9 +88,17 @@ class StateBufferQueue {
   int TakeReady() {
     int block = static_cast<int>(read_ % num_blocks_);
     ++read_;
+    // The permit says that *a* block is complete, not this one: blocks can complete out of
+    // order when a writer is preempted between its claim and its commit while later slots
+    // fill. All of this block's slots are claimed (a later block completed), so its late
+    // writers are only finishing their copy: wait for them. (Unless the permit came from
+    // WakeReader: then the caller sees its stop flag and discards the block.)
+    while (committed_[block].load(std::memory_order_acquire) < batch_size_ &&
+           !woken_.load(std::memory_order_acquire)) {
+      std::this_thread::yield();
+    }
     // Safe to reset here: the next claim on this block is a full ring lap away (see above).
     committed_[block].store(0, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_acquire);
     return block;
   }
 
@@ -96,6 +108,7 @@ class StateBufferQueue {
   std::unique_ptr<std::atomic<int>[]> committed_;
   std::atomic<uint64_t> claimed_{0};
   uint64_t read_ = 0;
+  std::atomic<bool> woken_{false};
   Semaphore ready_;
 };
 

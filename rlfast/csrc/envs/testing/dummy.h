@@ -20,6 +20,8 @@ struct DummyConfig {
   int step_sleep_us = 0;    ///< fixed time per step (microseconds)
   int jitter_us = 0;        ///< plus a random 0..jitter_us from the env's RNG
   int throw_on_action = -1; ///< Step throws std::runtime_error when given this action
+  int slow_write_action = -1;  ///< after a step with this action, writing the obs sleeps
+  int slow_write_us = 0;       ///< for this long (between the slot claim and its commit)
 
   template <class V>
   void Visit(V&& v) {
@@ -28,6 +30,8 @@ struct DummyConfig {
     v("step_sleep_us", step_sleep_us);
     v("jitter_us", jitter_us);
     v("throw_on_action", throw_on_action);
+    v("slow_write_action", slow_write_action);
+    v("slow_write_us", slow_write_us);
   }
 };
 
@@ -75,6 +79,9 @@ class Dummy : public core::EnvBase {
   }
 
   void WriteObs(Obs* obs) const {
+    if (last_action_ == config_.slow_write_action && config_.slow_write_us > 0) {
+      std::this_thread::sleep_for(std::chrono::microseconds(config_.slow_write_us));
+    }
     obs[0] = static_cast<float>(last_action_);
     obs[1] = static_cast<float>(steps_);
     obs[2] = reset_draw_;
