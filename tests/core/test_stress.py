@@ -1,5 +1,8 @@
 """Randomized send/recv/reset sequences: no deadlock, no lost or duplicated env."""
 
+import os
+import time
+
 import numpy as np
 import pytest
 
@@ -56,4 +59,30 @@ def test_random_send_recv_sequences_keep_every_env(num_envs, batch_size, num_thr
         ids = pool.recv()[4]["env_id"].tolist()
         in_flight -= set(ids)
     assert len(in_flight) < batch_size
+    pool.close()
+
+
+@pytest.mark.parametrize("work_in_recv", [False, True])
+def test_oversubscribed_pool_steps_every_env_exactly_once_per_send(work_in_recv):
+    # More threads than cores and ~1 us steps: workers get preempted at any point (between
+    # claiming a queue index and reading its item, between claiming an output slot and
+    # committing it) while the other envs keep cycling. Every batch must still hold distinct
+    # envs, each advanced by exactly one step (or reset after its episode ended).
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    pool = rlfast.make("CartPole-v1", num_envs=8, batch_size=4, num_threads=cores + 1, work_in_recv=work_in_recv)
+    pool.async_reset()
+    info = pool.recv()[4]
+    last = dict.fromkeys(range(8), None)
+    actions = np.zeros(4, dtype=np.int32)
+    deadline, batches = time.monotonic() + 3.0, 0
+    while time.monotonic() < deadline or batches < 1000:
+        ids, elapsed = info["env_id"].tolist(), info["elapsed_step"].tolist()
+        assert len(set(ids)) == 4, f"batch {batches} repeats an env: {ids}"
+        for i, e in zip(ids, elapsed):
+            prev = last[i]
+            assert prev is None or e == prev + 1 or e == 0, f"env {i} went from step {prev} to {e}"
+            last[i] = e
+        pool.send(actions, info["env_id"])
+        info = pool.recv()[4]
+        batches += 1
     pool.close()
