@@ -19,42 +19,63 @@ def slow_pool(**kw):
     return rlfast.make("Dummy-v0", num_envs=4, **{"num_threads": 2, **kw}, step_sleep_us=300_000)
 
 
-def test_close_from_another_thread_wakes_a_blocked_recv():
-    slow = slow_pool()
-    slow.async_reset()
+def close_during(pool, body, after):
+    """Runs body() in a thread, closes the pool `after` seconds later; returns what body ended
+    with ("returned" or the PoolStateError text) and how long close() + the thread took."""
     outcome = []
 
-    def blocked_recv():
+    def run():
         try:
-            slow.recv()
-            slow.send(np.zeros(4, dtype=np.int32))
-            slow.recv()
+            body()
             outcome.append("returned")
         except PoolStateError as e:
             outcome.append(str(e))
 
-    t = threading.Thread(target=blocked_recv)
+    t = threading.Thread(target=run)
     t.start()
-    time.sleep(0.5)
+    time.sleep(after)
     start = time.monotonic()
-    slow.close()
+    pool.close()
     t.join(timeout=5)
-    assert not t.is_alive(), "recv stayed blocked after close()"
-    assert time.monotonic() - start < 3
+    assert not t.is_alive(), "recv kept going after close()"
+    return outcome, time.monotonic() - start
+
+
+def test_close_from_another_thread_wakes_a_blocked_recv():
+    slow = slow_pool()
+    slow.async_reset()
+
+    def blocked_recv():
+        slow.recv()
+        slow.send(np.zeros(4, dtype=np.int32))
+        slow.recv()
+
+    outcome, took = close_during(slow, blocked_recv, after=0.5)
+    assert took < 3
     assert outcome and "closed" in outcome[0]
 
 
-def test_ctrl_c_interrupts_a_blocking_recv_and_the_pool_survives():
-    pool = rlfast.make("Dummy-v0", num_envs=2, num_threads=2, step_sleep_us=1_500_000)
+@pytest.mark.parametrize(
+    "kwargs,limit",
+    [
+        # A recv parked on a 1.5 s step wakes for Ctrl-C at once.
+        ({"num_envs": 2, "num_threads": 2, "step_sleep_us": 1_500_000}, 1.0),
+        # work_in_recv with no workers: recv runs the four 200 ms resets itself; Ctrl-C lands
+        # during the first and is raised after it, not after all four.
+        ({"num_envs": 4, "num_threads": 0, "work_in_recv": True, "step_sleep_us": 200_000}, 0.7),
+    ],
+)
+def test_ctrl_c_interrupts_recv_and_the_pool_survives(kwargs, limit):
+    pool = rlfast.make("Dummy-v0", **kwargs)
     pool.async_reset()
-    timer = threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer = threading.Timer(0.1, lambda: os.kill(os.getpid(), signal.SIGINT))
     timer.start()
     start = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
         pool.recv()
-    assert time.monotonic() - start < 1.0, "Ctrl-C took too long to interrupt recv"
+    assert time.monotonic() - start < limit, "Ctrl-C took too long to interrupt recv"
     obs = pool.recv()[0]  # the interrupted batch is still delivered later
-    assert obs.shape == (2, 3)
+    assert obs.shape == (kwargs["num_envs"], 3)
     pool.close()
 
 
@@ -64,39 +85,9 @@ def test_close_from_another_thread_stops_a_recv_that_is_stepping_envs(num_thread
     # that step, then raises instead of taking more work or waiting.
     slow = slow_pool(num_threads=num_threads, work_in_recv=True)
     slow.async_reset()
-    outcome = []
-
-    def working_recv():
-        try:
-            slow.recv()
-            outcome.append("returned")
-        except PoolStateError as e:
-            outcome.append(str(e))
-
-    t = threading.Thread(target=working_recv)
-    t.start()
-    time.sleep(0.45)
-    start = time.monotonic()
-    slow.close()
-    t.join(timeout=5)
-    assert not t.is_alive(), "recv kept going after close()"
-    assert time.monotonic() - start < 2
+    outcome, took = close_during(slow, slow.recv, after=0.45)
+    assert took < 2
     assert outcome == ["the pool was closed while recv() was waiting"]
-
-
-def test_ctrl_c_interrupts_a_working_recv_between_steps():
-    # num_threads=0: recv runs the four 200 ms resets itself; Ctrl-C lands during the first.
-    pool = rlfast.make("Dummy-v0", num_envs=4, num_threads=0, work_in_recv=True, step_sleep_us=200_000)
-    pool.async_reset()
-    timer = threading.Timer(0.1, lambda: os.kill(os.getpid(), signal.SIGINT))
-    timer.start()
-    start = time.monotonic()
-    with pytest.raises(KeyboardInterrupt):
-        pool.recv()
-    assert time.monotonic() - start < 0.7, "Ctrl-C waited for more than the step in progress"
-    obs = pool.recv()[0]  # the interrupted batch is still delivered later
-    assert obs.shape == (4, 3)
-    pool.close()
 
 
 def test_close_with_steps_in_flight_returns_promptly():
