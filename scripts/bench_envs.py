@@ -40,6 +40,7 @@ Contenders (those whose package or task is missing are skipped with a note):
 from __future__ import annotations
 
 import glob
+import importlib.metadata
 import importlib.util
 import json
 import multiprocessing as mp
@@ -305,13 +306,17 @@ def make_raw_ale(s: Setup) -> Stepper:
 
 
 def mj_step_helper() -> str:
-    """scripts/bench_mj_step.cc compiled against the installed mujoco wheel (cached in the temp dir)."""
-    import mujoco
+    """scripts/bench_mj_step.cc compiled against the installed mujoco wheel (cached in the temp dir).
 
+    Locates the wheel without importing `mujoco`: see run_in_child for why this process must not.
+    """
+    spec = importlib.util.find_spec("mujoco")
+    if spec is None or spec.origin is None:
+        raise LookupError("the mujoco package is not installed")
+    pkg = os.path.dirname(spec.origin)
     src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench_mj_step.cc")
-    exe = os.path.join(tempfile.gettempdir(), f"rlfast_bench_mj_step_{mujoco.__version__}")
+    exe = os.path.join(tempfile.gettempdir(), f"rlfast_bench_mj_step_{importlib.metadata.version('mujoco')}")
     if not os.path.exists(exe) or os.path.getmtime(exe) < os.path.getmtime(src):
-        pkg = os.path.dirname(mujoco.__file__)
         libs = glob.glob(os.path.join(pkg, "libmujoco.so.*"))
         tmp = f"{exe}.{os.getpid()}"  # then renamed: concurrent runs never see half a binary
         cmd = [os.environ.get("CXX", "g++"), "-O2", "-std=c++17", "-pthread", f"-I{pkg}/include", src, *libs[:1],
@@ -330,8 +335,8 @@ def run_raw(s: Setup, procs: int) -> tuple[int, float]:
     own mjData), resetting on gymnasium's healthy_z_range like an RL rollout."""
     if s.family == "atari":
         return measure_in_processes(s, procs)
-    xml = gym.make(s.task).unwrapped.fullpath  # the model file gymnasium and rlfast load
     defaults = rlfast.envpool._C.task_defaults(s.task)
+    xml = rlfast.envpool._mujoco.resolve_xml_file(defaults, {})["xml_file"]  # the file gymnasium and rlfast load
     z = defaults.get("healthy_z_range", ()) if defaults.get("terminate_when_unhealthy") else ()
     cmd = [mj_step_helper(), xml, str(s.frame_skip), str(procs), str(s.seconds), *map(str, z)]
     steps, seconds = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.split()
@@ -342,7 +347,7 @@ def run_raw(s: Setup, procs: int) -> tuple[int, float]:
 class Contender:
     families: tuple[str, ...]
     make: Optional[Callable[[Setup], Stepper]] = None
-    """a Stepper, timed by `measure` in this process"""
+    """a Stepper, timed by `measure` in a forked child process (run_in_child)"""
     cores: Optional[Callable[[Setup], int]] = None
     """or: the raw engine alone (run_raw) on this many cores at once"""
 
@@ -423,6 +428,45 @@ def measure_in_processes(s: Setup, procs: int) -> tuple[int, float]:
     return steps, steps / sum(n / secs for n, secs in got)
 
 
+def measure_contender(contender: Contender, s: Setup) -> tuple[int, float, int, int, int]:
+    """(steps, seconds, envs, batch, threads) of one timed run of `contender`."""
+    assert contender.make is not None
+    stepper = contender.make(s)
+    try:
+        steps, secs = measure(stepper, s.warmup, s.seconds)
+    finally:
+        stepper.close()
+    return steps, secs, stepper.num_envs, stepper.batch, stepper.threads
+
+
+def run_in_child(fn: Callable[[], Any], timeout: float) -> Any:
+    """fn() in a forked child process; its result, or its exception raised here.
+
+    Each contender runs in a process no other contender has changed. This matters: importing the
+    `mujoco` Python package (gym-sync does, through gymnasium) made rlfast's MuJoCo steps in the
+    same process ~10% slower on the 2-core machine (Ant, measured; cause not found), so an
+    in-process benchmark ranked contenders by the order they ran in. The parent never imports it.
+    """
+    ctx = mp.get_context("fork")
+    out = ctx.Queue()
+
+    def target() -> None:
+        try:
+            out.put(fn())
+        except Exception as e:  # noqa: BLE001 - re-raised in the parent
+            out.put(e)
+
+    child = ctx.Process(target=target)  # not a daemon: gym-async starts processes of its own
+    child.start()
+    try:
+        got = out.get(timeout=timeout)  # queue.Empty: the child died
+    finally:
+        child.join(timeout=60)
+    if isinstance(got, Exception):
+        raise got
+    return got
+
+
 def run_one(name: str, s: Setup) -> Result:
     contender = CONTENDERS[name]
     try:
@@ -430,14 +474,10 @@ def run_one(name: str, s: Setup) -> Result:
             cores = contender.cores(s)
             steps, secs = run_raw(s, cores)
             return Result(s.task, name, cores, 1, cores, steps, secs, s.scale)
-        stepper = contender.make(s)
+        steps, secs, n, b, t = run_in_child(partial(measure_contender, contender, s), s.warmup + s.seconds + 300)
     except SKIPPABLE as e:
         return Result(s.task, name, s.num_envs, 0, 0, 0, 0.0, s.scale, note=f"skipped: {e}")
-    try:
-        steps, secs = measure(stepper, s.warmup, s.seconds)
-    finally:
-        stepper.close()
-    return Result(s.task, name, stepper.num_envs, stepper.batch, stepper.threads, steps, secs, s.scale)
+    return Result(s.task, name, n, b, t, steps, secs, s.scale)
 
 
 def run_rounds(names: list[str], s: Setup, rounds: int) -> dict[str, Result]:
