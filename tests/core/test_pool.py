@@ -60,15 +60,15 @@ def test_each_action_reaches_its_own_env_in_async_mode():
 
 @pytest.mark.parametrize("work_in_recv", [False, True])
 def test_recv_waits_for_its_own_block_when_a_later_one_completes_first(work_in_recv):
-    # Env 0's result is claimed first (block 0) but written slowly (200 ms between its slot
+    # Env 0's result is claimed first (block 0) but written slowly (300 ms between its slot
     # claim and its commit); env 1's result fills block 1 meanwhile. recv must still return
     # block 0 complete: env 0 with its action, not the zeros of a block nobody finished.
-    with dummy(3, 1, num_threads=2, slow_write_action=7, slow_write_us=200_000, work_in_recv=work_in_recv) as pool:
+    with dummy(3, 1, num_threads=2, slow_write_action=7, slow_write_us=300_000, work_in_recv=work_in_recv) as pool:
         pool.async_reset()
         done = sorted(int(pool.recv()[4]["env_id"][0]) for _ in range(3))
         assert done == [0, 1, 2]
         pool.send(np.array([7]), np.array([0]))
-        time.sleep(0.05)  # a worker is now inside env 0's slow write
+        time.sleep(0.1)  # a worker is now inside env 0's slow write
         pool.send(np.array([1]), np.array([1]))
         first = pool.recv()
         assert first[4]["env_id"].tolist() == [0] and first[0][0, 0] == 7.0

@@ -316,7 +316,6 @@ int Pool::WaitBlock(const std::function<void()>& poll) {
   auto next_check = Clock::now() + kPollInterval;
   while (true) {
     int block = states_.TryReady();
-    if (block >= 0 && !closed_) return block;
     ActionItem item;
     if (block < 0 && !closed_ && TakeWork(&item)) {
       Process(item);  // the same code a worker runs; its result may complete any block
