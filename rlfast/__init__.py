@@ -2,14 +2,15 @@
 
 from typing import Any, Optional
 
-from rlfast.envpool import EnvError, EnvPool, PoolStateError, list_envs
+from rlfast.envpool import EnvError, EnvPool, PoolStateError, list_envs, task_family
 from rlfast.frame_stack import FrameStack
 from rlfast.gym_adapter import GymnasiumVectorEnv
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "EnvError", "EnvPool", "FrameStack", "GymnasiumVectorEnv", "PoolStateError", "list_envs", "make", "make_gymnasium"
+    "EnvError", "EnvPool", "FrameStack", "GymnasiumVectorEnv", "PoolStateError", "list_envs", "make", "make_gymnasium",
+    "task_family",
 ]
 
 

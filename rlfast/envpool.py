@@ -43,6 +43,7 @@ class EnvError(RuntimeError):
         super().__init__(message)
         self.env_ids = env_ids
 
+
 _TORCH_DTYPES = {
     "uint8": torch.uint8,
     "bool": torch.bool,
@@ -51,7 +52,9 @@ _TORCH_DTYPES = {
     "float32": torch.float32,
     "float64": torch.float64,
 }
-_COMMON_INFO = ("env_id", "elapsed_step", "episode_return", "episode_length")
+_STEP_FIELDS = ("obs", "reward", "terminated", "truncated")
+"""The output fields recv() returns positionally; the others are info items, named _INFO + key."""
+_INFO = "info:"
 _AUTORESET_MODES = ("next_step", "same_step")
 _LIVE_POOLS: "weakref.WeakSet[EnvPool]" = weakref.WeakSet()
 
@@ -71,6 +74,12 @@ def check_task_id(task_id: str) -> None:
     close = difflib.get_close_matches(task_id, known, n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
     raise ValueError(f"unknown task id {task_id!r}{hint} (rlfast.list_envs() lists them all)")
+
+
+def task_family(task_id: str) -> str:
+    """The family of a task id: "classic_control", "atari", "mujoco" (or "testing"); ValueError if unknown."""
+    check_task_id(task_id)
+    return _C.task_family(task_id)
 
 
 def _space(spec: dict, discrete_n: int = 0) -> gym.Space:
@@ -181,18 +190,24 @@ class EnvPool:
         self.pin_memory = bool(pin_memory)
         fields = self._pool.fields()
         k = self._pool.num_blocks
-        self._names = [f["name"] for f in fields]
+        names = [f["name"] for f in fields]
         self._buffers = [
             torch.zeros((k, self.batch_size, *f["shape"]), dtype=_TORCH_DTYPES[f["dtype"]], pin_memory=self.pin_memory)
             for f in fields
         ]
         self._pool.attach(self._buffers)
-        # One pre-built tuple of views per block: recv() only indexes into this list.
-        self._views = [tuple(buf[b] for buf in self._buffers) for b in range(k)]
+        # recv()'s results pre-built per block, fields found by name: (obs, reward, terminated,
+        # truncated) and the info items, which the engine names "info:<key>" (env_id, elapsed_step,
+        # ..., the env's own arrays; Atari's raw "reward" among them).
+        results, infos = [], []
+        for b in range(k):
+            views = {name: buf[b] for name, buf in zip(names, self._buffers)}
+            results.append(tuple(views[name] for name in _STEP_FIELDS))
+            infos.append(tuple((n[len(_INFO) :], v) for n, v in views.items() if n.startswith(_INFO)))
+        self._results, self._infos = results, infos
         # send() fast path: id of each block's env_id view -> a numpy view of the same memory.
         # The views live as long as the pool, so their ids cannot be reused by other objects.
-        env_id = self._names.index("env_id")
-        self._env_id_arrays = {id(v[env_id]): v[env_id].numpy() for v in self._views}
+        self._env_id_arrays = {id(v): v.numpy() for info in infos for n, v in info if n == "env_id"}
         _LIVE_POOLS.add(self)
 
     # ------------------------------------------------------------------ async API
@@ -217,11 +232,11 @@ class EnvPool:
         enough envs are in flight to ever fill a batch. Ctrl-C interrupts the wait.
         """
         block, error = self._pool.recv()
-        views = self._views[block]
+        info = dict(self._infos[block])
         if error:
-            raise EnvError(error, views[4].clone())
-        info = dict(zip(self._names[4:], views[4:]))
-        return views[0], views[1], views[2], views[3], info
+            raise EnvError(error, info["env_id"].clone())
+        obs, reward, terminated, truncated = self._results[block]
+        return obs, reward, terminated, truncated, info
 
     def async_reset(self, env_ids: Optional[ArrayLike] = None) -> None:
         """Queues a reset of every env (or ``env_ids``); collect the results with ``recv``."""

@@ -26,11 +26,8 @@ Episode ends use next-step autoreset and CleanRL's done convention (``rlfast/alg
 Ctrl-C saves ``checkpoint.pt`` into the run dir, closes the pool and exits with status 130.
 """
 
-import dataclasses
-import random
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Optional
 
 import gymnasium as gym
@@ -38,89 +35,32 @@ import numpy as np
 import torch
 from torch import nn
 
-import rlfast
-from rlfast.algos.checkpoint import CheckpointSchedule, make_checkpoint, restore, save_checkpoint
 from rlfast.algos.config import parse_or_resume
 from rlfast.algos.continuous import ObsRewardNormalizer, diag_normal
-from rlfast.algos.gae import gae
-from rlfast.algos.ppo import LOSS_NAMES, PPOLoss, explained_variance, ppo_loss, ppo_update
-from rlfast.algos.profiling import SectionTimer
-from rlfast.algos.runlog import RunLog, run_dir_name
+from rlfast.algos.nets import tanh_mlp
+from rlfast.algos.ppo import PPOArgs, Rollout, anneal_lr, learn, minibatch_loss
+from rlfast.algos.run import Run, fail
 
 SCRIPT = "ppo_continuous.py"
 
 
 @dataclass
-class Args:
-    exp_name: str = "ppo_continuous"
-    """the name of this experiment (part of the run dir name)"""
-    seed: int = 1
-    """seed of the experiment (envs get seed + env index)"""
-    torch_deterministic: bool = True
-    """sets `torch.backends.cudnn.deterministic`"""
-    cuda: bool = True
-    """train on CUDA when it is available"""
-    compile: bool = False
-    """torch.compile the policy forward and the minibatch loss. Off until proven equal and faster: no GPU
-    was available to measure it; on a 2-core CPU it only adds compile time"""
-    cudagraphs: bool = False
-    """CUDA graphs for inference and the minibatch loss (torch.compile mode="reduce-overhead"; implies
-    --compile; needs CUDA). Off until proven equal and faster: it has never run on a GPU"""
-    config: Optional[str] = None
-    """a TOML preset (configs/*.toml) whose keys are these fields; the command line overrides it"""
-    resume: Optional[str] = None
-    """a checkpoint to continue: its args are the defaults, and logs and checkpoints go to its run dir"""
-    runs_dir: str = "runs"
-    """folder holding the run dirs `{env_id}__{exp_name}__{seed}__{time}`"""
-    save_interval: int = 0
-    """also save `checkpoint_{iteration}.pt` (kept) every this many iterations (0: none)"""
-    save_minutes: float = 5.0
-    """overwrite `checkpoint.pt` with the latest state every this many minutes (0: only at the end and on
-    Ctrl-C), so a crash loses at most that much training"""
-    target_return: Optional[float] = None
-    """stop early once the mean return of the last 20 episodes reaches this"""
-    num_threads: Optional[int] = None
-    """env pool worker threads (default: min(cores, num_envs))"""
-    torch_threads: Optional[int] = 1
-    """torch intra-op threads on CPU (None: torch's choice, one per core). 1 by default: these MLPs are too
-    small to gain from more, and on 2 shared cores 2 threads made the update 16x slower (OpenMP's barriers)"""
-    profile_sync: bool = False
-    """synchronize CUDA at profiler section boundaries (exact split, a little slower)"""
+class Args(PPOArgs):
+    """CleanRL's ppo_continuous_action.py: PPOArgs' defaults (rlfast/algos/ppo.py) but for these."""
 
+    exp_name: str = "ppo_continuous"
     env_id: str = "HalfCheetah-v5"
-    """the task id (a MuJoCo or other Box-action task of rlfast.list_envs())"""
+    """the task id: a MuJoCo or other Box-action task (rlfast.list_envs())"""
     total_timesteps: int = 1000000
-    """total env steps of the experiment"""
-    learning_rate: float = 3e-4
-    """the learning rate of the optimizer"""
     num_envs: int = 1
-    """the number of parallel envs"""
+    # One thread: these MLPs are too small to gain from more, and OpenMP's spinning threads slow
+    # them down badly when the env workers need the same cores.
+    torch_threads: Optional[int] = 1
+    learning_rate: float = 3e-4
     num_steps: int = 2048
-    """steps per env per rollout"""
-    anneal_lr: bool = True
-    """anneal the learning rate linearly to 0"""
-    gamma: float = 0.99
-    """the discount factor gamma (also the reward scaler's)"""
-    gae_lambda: float = 0.95
-    """the lambda for generalized advantage estimation"""
     num_minibatches: int = 32
-    """the number of minibatches per epoch"""
     update_epochs: int = 10
-    """the number of epochs over each rollout"""
-    norm_adv: bool = True
-    """normalize advantages per minibatch"""
-    clip_coef: float = 0.2
-    """the surrogate clipping coefficient"""
-    clip_vloss: bool = True
-    """clip the value loss as in the PPO paper's code"""
     ent_coef: float = 0.0
-    """coefficient of the entropy bonus"""
-    vf_coef: float = 0.5
-    """coefficient of the value loss"""
-    max_grad_norm: float = 0.5
-    """the maximum norm for gradient clipping"""
-    target_kl: Optional[float] = None
-    """stop an update's epochs early once the approx KL exceeds this"""
     hidden_size: int = 64
     """width of the two tanh hidden layers of the actor and of the critic (CleanRL: 64)"""
     obs_clip: float = 10.0
@@ -128,23 +68,13 @@ class Args:
     reward_clip: float = 10.0
     """scaled rewards are clipped to [-reward_clip, reward_clip]"""
 
-    @property
-    def batch_size(self) -> int:
-        return self.num_envs * self.num_steps
-
-    @property
-    def minibatch_size(self) -> int:
-        return self.batch_size // self.num_minibatches
-
-    @property
-    def num_iterations(self) -> int:
-        return self.total_timesteps // self.batch_size
-
-
-def layer_init(layer: nn.Linear, std: float = np.sqrt(2), bias_const: float = 0.0) -> nn.Linear:
-    torch.nn.init.orthogonal_(layer.weight, std)
-    torch.nn.init.constant_(layer.bias, bias_const)
-    return layer
+    def validate(self) -> list[str]:
+        problems = super().validate()
+        for flag, value in (("--hidden-size", self.hidden_size), ("--obs-clip", self.obs_clip),
+                            ("--reward-clip", self.reward_clip)):  # fmt: skip
+            if not value > 0:
+                problems.append(f"{flag} must be > 0, got {value}")
+        return problems
 
 
 class Agent(nn.Module):
@@ -153,16 +83,8 @@ class Agent(nn.Module):
     def __init__(self, obs_dim: int, action_space: gym.spaces.Box, hidden: int = 64, obs_clip: float = 10.0) -> None:
         super().__init__()
         action_dim = int(np.prod(action_space.shape))
-        self.critic = nn.Sequential(
-            layer_init(nn.Linear(obs_dim, hidden)), nn.Tanh(),
-            layer_init(nn.Linear(hidden, hidden)), nn.Tanh(),
-            layer_init(nn.Linear(hidden, 1), std=1.0),
-        )  # fmt: skip
-        self.actor_mean = nn.Sequential(
-            layer_init(nn.Linear(obs_dim, hidden)), nn.Tanh(),
-            layer_init(nn.Linear(hidden, hidden)), nn.Tanh(),
-            layer_init(nn.Linear(hidden, action_dim), std=0.01),
-        )  # fmt: skip
+        self.critic = tanh_mlp(obs_dim, hidden, 1, out_std=1.0)
+        self.actor_mean = tanh_mlp(obs_dim, hidden, action_dim, out_std=0.01)
         self.actor_logstd = nn.Parameter(torch.zeros(1, action_dim))
         # The action bounds (ClipAction) move with the module but are not part of its state_dict.
         low = torch.as_tensor(action_space.low, dtype=torch.float32).reshape(action_dim)
@@ -193,7 +115,7 @@ class Agent(nn.Module):
     def act(self, x: torch.Tensor, greedy: bool = False) -> torch.Tensor:
         """x: [N, obs_dim] normalized observations -> valid actions [N, A]: the mean when greedy, else sampled.
 
-        scripts/evaluate.py's hook: it applies the frozen ObsNormalizer; the float32 cast and the
+        evaluate.py's Policy contract: it applies the frozen ObsNormalizer; the float32 cast and the
         clip to ±obs_clip of training are done here.
         """
         x = x.to(torch.float32).clamp(-self.obs_clip, self.obs_clip)
@@ -205,113 +127,41 @@ class Agent(nn.Module):
 def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> Agent:
     """The network for these spaces (scripts/evaluate.py rebuilds it from a checkpoint with this)."""
     if not isinstance(action_space, gym.spaces.Box):
-        raise SystemExit(
-            f"error: {args.env_id} has a {type(action_space).__name__} action space; ppo_continuous.py needs Box"
-        )
+        raise fail(f"{args.env_id} has a {type(action_space).__name__} action space; ppo_continuous.py needs Box "
+                   "(scripts/ppo.py trains Discrete actions)")  # fmt: skip
     return Agent(int(np.prod(obs_space.shape)), action_space, args.hidden_size, args.obs_clip)
 
 
-def minibatch_loss(agent: Agent, args: Args, mb: dict[str, torch.Tensor]) -> PPOLoss:
-    """The PPO loss of one minibatch (rows [M, ...] of the flattened rollout)."""
-    _, newlogprob, entropy, newvalue = agent.get_action_and_value(mb["obs"], mb["actions"])
-    return ppo_loss(
-        newlogprob, mb["logprobs"], mb["advantages"], newvalue, mb["values"], mb["returns"], entropy,
-        clip_coef=args.clip_coef, ent_coef=args.ent_coef, vf_coef=args.vf_coef,
-        clip_vloss=args.clip_vloss, norm_adv=args.norm_adv,
-    )  # fmt: skip
-
-
 def main(args: Args, ckpt: Optional[dict] = None) -> int:
-    if args.num_iterations < 1:
-        raise SystemExit(f"error: total_timesteps {args.total_timesteps} < one rollout of {args.batch_size} steps")
-    if args.batch_size % args.num_minibatches:
-        raise SystemExit(
-            f"error: batch size {args.batch_size} is not divisible by num_minibatches {args.num_minibatches}"
-        )
-    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
-    if args.cudagraphs and device.type != "cuda":
-        raise SystemExit("error: --cudagraphs needs a CUDA device (none available, or --no-cuda); run without it")
-    if ckpt is not None:
-        run_dir = Path(args.resume).parent
-    else:
-        run_dir = Path(args.runs_dir) / run_dir_name(args.env_id, args.exp_name, args.seed)
-    random.seed(args.seed)
-    np.random.seed(args.seed)
-    torch.manual_seed(args.seed)
-    torch.backends.cudnn.deterministic = args.torch_deterministic
-    if args.torch_threads:
-        torch.set_num_threads(args.torch_threads)
-
-    start_iteration = ckpt["iteration"] if ckpt else 0
-    global_step = ckpt["global_step"] if ckpt else 0
-    # A resumed run cannot restore the envs' state (the pool does not export it): it starts
-    # fresh episodes from seeds it has not used yet.
-    env_seed = args.seed + start_iteration * args.num_envs
-    envs = rlfast.make(args.env_id, args.num_envs, num_threads=args.num_threads, seed=env_seed)
+    run = Run(args, SCRIPT, ckpt, iterations=args.num_iterations, steps_per_iteration=args.batch_size,
+              families=("mujoco", "classic_control"))  # fmt: skip
+    device, timer = run.device, run.timer
+    envs = run.make_env(args.num_envs, num_threads=args.num_threads)
     agent = make_agent(args, envs.single_observation_space, envs.single_action_space).to(device)
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
-    obs_shape = envs.single_observation_space.shape
+    obs_shape, action_shape = envs.single_observation_space.shape, envs.single_action_space.shape
     norm = ObsRewardNormalizer(obs_shape, args.num_envs, args.gamma, args.obs_clip, args.reward_clip, device)
-    if ckpt is not None:
-        restore(ckpt, {"agent": agent}, {"optimizer": optimizer}, norm.normalizers())
+    run.track(models={"agent": agent}, optimizers={"optimizer": optimizer}, normalizers=norm.normalizers())
+    if run.resumed:
         norm.new_episodes()  # the statistics carry over; the envs' discounted returns start again
-    policy, loss_fn = agent.get_action_and_value, minibatch_loss
-    if args.compile or args.cudagraphs:
-        mode = "reduce-overhead" if args.cudagraphs else None
-        policy, loss_fn = torch.compile(policy, mode=mode), torch.compile(loss_fn, mode=mode)
-    total_steps = args.num_iterations * args.batch_size
-    log = RunLog(run_dir, dataclasses.asdict(args), total_steps, start_step=global_step)
-
-    def checkpoint(name: str, iteration: int, global_step: int) -> Path:
-        state = make_checkpoint(
-            script=SCRIPT, env_id=args.env_id, args=dataclasses.asdict(args), global_step=global_step,
-            iteration=iteration, models={"agent": agent}, optimizers={"optimizer": optimizer},
-            normalizers=norm.normalizers(),
-        )  # fmt: skip
-        return save_checkpoint(run_dir / name, state)
+    policy, loss_fn = run.compile(agent.get_action_and_value), run.compile(minibatch_loss)
 
     # Rollout storage on the training device; episode stats stay on the host, where they arrive.
     T, B = args.num_steps, args.num_envs
-    action_shape = envs.single_action_space.shape
-    obs = torch.zeros((T, B, *obs_shape), device=device)
-    actions = torch.zeros((T, B, *action_shape), device=device)
-    logprobs = torch.zeros((T, B), device=device)
-    rewards = torch.zeros((T, B), device=device)
-    dones = torch.zeros((T, B), device=device)
-    values = torch.zeros((T, B), device=device)
-    ep_done = torch.zeros((T, B), dtype=torch.bool)
-    ep_return = torch.zeros((T, B))
-    ep_length = torch.zeros((T, B), dtype=torch.int32)
+    rollout = Rollout(T, B, obs_shape, action_shape, action_dtype=torch.float32, device=device)
     host_actions = torch.zeros((B, *action_shape), pin_memory=device.type == "cuda")
-
     next_obs = torch.zeros((B, *obs_shape), device=device)
     next_done = torch.zeros(B, device=device)
     view, _ = envs.reset()
     next_obs.copy_(norm.observations(view.to(device)))
 
-    timer = SectionTimer(("env", "inference", "train"), sync_cuda=args.profile_sync)
-    start_step = global_step
-    completed = (start_iteration, global_step)
-    schedule = CheckpointSchedule(args.save_interval, args.save_minutes)
-    print(f"run dir: {run_dir}  device: {device}  {envs}")
-    try:
-        for iteration in range(start_iteration + 1, args.num_iterations + 1):
-            timer.start_iteration()
-            iteration_step = global_step
-            if args.anneal_lr:
-                frac = 1.0 - (iteration - 1.0) / args.num_iterations
-                optimizer.param_groups[0]["lr"] = frac * args.learning_rate
-
+    with run:
+        for iteration in run.iterations():
+            anneal_lr(optimizer, args, iteration)
             for step in range(T):
-                obs[step] = next_obs
-                dones[step] = next_done
                 with timer("inference"), torch.no_grad():
-                    if args.cudagraphs:
-                        torch.compiler.cudagraph_mark_step_begin()
                     action, logprob, _, value = policy(next_obs)
-                    values[step] = value
-                    actions[step] = action
-                    logprobs[step] = logprob
+                    rollout.store(step, obs=next_obs, dones=next_done, actions=action, logprobs=logprob, values=value)
                 with timer("env"):
                     host_actions.copy_(agent.clip_action(action), non_blocking=True)
                     if device.type == "cuda":
@@ -322,67 +172,14 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
                     # The wrappers' work (normalization) is counted here, as it is part of CleanRL's env.step.
                     term, trunc = terminated.to(device, non_blocking=True), truncated.to(device, non_blocking=True)
                     next_obs.copy_(norm.observations(o.to(device, non_blocking=True)))
-                    rewards[step] = norm.rewards(r.to(device, non_blocking=True), term, trunc)
+                    rollout.store(step, rewards=norm.rewards(r.to(device, non_blocking=True), term, trunc))
                     torch.logical_or(term, trunc, out=next_done)
-                    torch.logical_or(terminated, truncated, out=ep_done[step])
-                    ep_return[step].copy_(info["episode_return"])
-                    ep_length[step].copy_(info["episode_length"])
-            global_step += T * B
+                    rollout.store_episodes(step, terminated, truncated, info)
 
             with timer("train"):
-                with torch.no_grad():
-                    next_value = agent.get_value(next_obs)
-                    advantages, returns = gae(
-                        rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda
-                    )
-                batch = {
-                    "obs": obs.reshape(-1, *obs_shape), "actions": actions.reshape(-1, *action_shape),
-                    "logprobs": logprobs.reshape(-1), "advantages": advantages.reshape(-1),
-                    "returns": returns.reshape(-1), "values": values.reshape(-1),
-                }  # fmt: skip
-
-                def step_loss(mb: dict[str, torch.Tensor]) -> PPOLoss:
-                    if args.cudagraphs:
-                        torch.compiler.cudagraph_mark_step_begin()
-                    return loss_fn(agent, args, mb)
-
-                stats = ppo_update(
-                    step_loss, optimizer, agent.parameters(), batch,
-                    update_epochs=args.update_epochs, num_minibatches=args.num_minibatches,
-                    max_grad_norm=args.max_grad_norm, target_kl=args.target_kl,
-                ).tolist()  # fmt: skip
-                explained_var = explained_variance(batch["values"], batch["returns"]).item()
-
-            log.episodes(ep_done, ep_return, ep_length, iteration_step)
-            log.scalars(
-                {"charts/learning_rate": optimizer.param_groups[0]["lr"],
-                 **{f"losses/{k}": v for k, v in zip(LOSS_NAMES, stats)},
-                 "losses/explained_variance": explained_var, **timer.end_iteration()},
-                global_step,
-            )  # fmt: skip
-            done_now = iteration == args.num_iterations or (
-                args.target_return is not None and log.window_full and log.mean_return >= args.target_return
-            )
-            log.progress(global_step, final=done_now)
-            completed = (iteration, global_step)
-            for name in schedule.due(iteration):
-                checkpoint(name, *completed)
-            if done_now:
-                break
-    except KeyboardInterrupt:
-        # The latest weights and statistics (maybe mid-update) with the progress of the last completed iteration.
-        path = checkpoint("checkpoint.pt", *completed)
-        print(f"\ninterrupted at step {global_step:,}: saved {path}", flush=True)
-        envs.close()
-        log.close()
-        return 130
-
-    log.close()
-    path = checkpoint("checkpoint.pt", *completed)
-    print(timer.summary(steps=global_step - start_step))
-    print(f"{global_step - start_step:,} steps in {log.elapsed():.1f} s; saved {path}")
-    envs.close()
-    return 0
+                scalars = learn(agent, optimizer, loss_fn, rollout, next_obs, next_done, args)
+            run.end_iteration(T * B, scalars, rollout.episodes)
+    return run.exit_code
 
 
 if __name__ == "__main__":

@@ -3,8 +3,9 @@
 One ``torch.save``d dict, loadable with ``weights_only=True``::
 
     format       1
-    script       "ppo.py": evaluate.py imports scripts/<script> for ``make_agent``
+    script       "ppo.py": evaluate.py imports scripts/<script>, a ``TrainerScript`` (below)
     env_id       task id for rlfast.make; env_kwargs: its other keywords (no num_envs/seed)
+    eval_env_kwargs   the keywords to evaluate with (e.g. whole games, raw scores); default env_kwargs
     args         the trainer's Args as a plain dict (``dataclasses.asdict``)
     global_step, iteration   progress when saved (iteration = completed iterations)
     models       {"agent": state_dict, ...}
@@ -13,17 +14,24 @@ One ``torch.save``d dict, loadable with ``weights_only=True``::
     rng          torch (CPU + every CUDA device), numpy legacy global, python ``random``
 
 Writes are atomic (temp file in the same folder + ``os.replace``): a crash or Ctrl-C while
-saving leaves the previous checkpoint intact. ``CheckpointSchedule`` says when a trainer saves
-during a run, so that a crash (even SIGKILL) loses at most ``save_minutes`` of training.
+saving leaves the previous checkpoint intact; the file gets the permissions of any new file
+(0666 less the umask), like the run's other files. ``CheckpointSchedule`` says when a trainer
+saves during a run, so that a crash (even SIGKILL) loses at most ``save_minutes`` of training.
+
+The contract between a trainer and ``scripts/evaluate.py`` is ``TrainerScript`` and ``Policy``
+below; ``contract_problems`` says what a script or agent lacks.
 """
 
+import dataclasses
+import inspect
 import os
 import random
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Union
+from typing import Any, Callable, Mapping, Optional, Protocol, Union
 
+import gymnasium as gym
 import numpy as np
 import torch
 
@@ -73,6 +81,7 @@ def make_checkpoint(
     optimizers: Optional[Mapping[str, torch.optim.Optimizer]] = None,
     normalizers: Optional[Mapping[str, Any]] = None,
     env_kwargs: Optional[Mapping[str, Any]] = None,
+    eval_env_kwargs: Optional[Mapping[str, Any]] = None,
 ) -> dict[str, Any]:
     """Collects a trainer's state into the checkpoint dict (see the module docstring)."""
     return {
@@ -80,6 +89,7 @@ def make_checkpoint(
         "script": script,
         "env_id": env_id,
         "env_kwargs": dict(env_kwargs or {}),
+        "eval_env_kwargs": dict(env_kwargs or {} if eval_env_kwargs is None else eval_env_kwargs),
         "args": dict(args),
         "global_step": int(global_step),
         "iteration": int(iteration),
@@ -96,6 +106,7 @@ def save_checkpoint(path: PathLike, checkpoint: Mapping[str, Any]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 would make the checkpoint private, unlike the run's files
         with os.fdopen(fd, "wb") as f:
             torch.save(dict(checkpoint), f)
             f.flush()
@@ -107,9 +118,32 @@ def save_checkpoint(path: PathLike, checkpoint: Mapping[str, Any]) -> Path:
     return path
 
 
+def _umask() -> int:
+    mask = os.umask(0)  # reading the umask means setting it: put it straight back
+    os.umask(mask)
+    return mask
+
+
+def checkpoint_path(path: PathLike) -> Path:
+    """``path``, or ``path/checkpoint.pt`` when it is a run dir; ValueError naming what is missing."""
+    path = Path(path)
+    if path.is_dir():
+        if not (path / "checkpoint.pt").is_file():
+            raise ValueError(f"{path} is a folder without a checkpoint.pt (is it a run dir?)")
+        return path / "checkpoint.pt"
+    if not path.is_file():
+        raise ValueError(f"no checkpoint at {path}: no such file")
+    return path
+
+
 def load_checkpoint(path: PathLike, map_location: Union[str, torch.device, None] = "cpu") -> dict[str, Any]:
-    """Reads a checkpoint (``weights_only=True``: no code runs) and checks its format."""
-    ckpt = torch.load(path, map_location=map_location, weights_only=True)
+    """Reads a checkpoint, or a run dir's ``checkpoint.pt`` (``weights_only=True``: no code runs), and
+    checks its format; ValueError for a missing file or one that is not an rlfast checkpoint."""
+    path = checkpoint_path(path)
+    try:
+        ckpt = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as e:  # a truncated file, another pickle, not a zip: torch names each differently
+        raise ValueError(f"{path} is not an rlfast checkpoint ({type(e).__name__}: {str(e).splitlines()[0]})") from e
     if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
         raise ValueError(f"{path} is not an rlfast checkpoint of format {FORMAT}")
     return ckpt
@@ -163,3 +197,49 @@ class CheckpointSchedule:
             names.append("checkpoint.pt")
             self.last = now
         return names
+
+
+class Policy(Protocol):
+    """The network a trainer's ``make_agent`` builds, as ``scripts/evaluate.py`` uses it (an ``nn.Module``
+    whose ``state_dict`` is the checkpoint's ``models["agent"]``)."""
+
+    def act(self, obs: torch.Tensor, greedy: bool = False) -> torch.Tensor:
+        """A batch of observations [N, *obs_shape] (normalized when the checkpoint has ``normalizers["obs"]``)
+        -> actions [N, ...] the env accepts: the most likely (greedy) or sampled ones."""
+        ...
+
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> Any: ...
+
+    def to(self, device: torch.device) -> "Policy": ...
+
+    def eval(self) -> "Policy": ...
+
+
+class TrainerScript(Protocol):
+    """What a trainer script (``scripts/<name>``, named by its checkpoints' ``script``) provides to
+    ``scripts/evaluate.py``, which imports it as a module. The env options to evaluate with travel in
+    the checkpoint (``eval_env_kwargs``), not in the script."""
+
+    Args: type
+    """A dataclass of the trainer's flags; ``Args(**checkpoint["args"])`` rebuilds a run's."""
+
+    def make_agent(self, args: Any, obs_space: gym.Space, action_space: gym.Space) -> Policy:
+        """The network for the evaluation pool's spaces, ready for ``load_state_dict``."""
+        ...
+
+
+def contract_problems(script: Any, agent: Any = None) -> list[str]:
+    """What ``script`` (a module) lacks of ``TrainerScript``, and ``agent`` (when given) of ``Policy``."""
+    problems = []
+    if not dataclasses.is_dataclass(getattr(script, "Args", None)):
+        problems.append("no `Args` dataclass")
+    if not callable(getattr(script, "make_agent", None)):
+        problems.append("no `make_agent(args, obs_space, action_space)` function")
+    if agent is not None:
+        for name in ("act", "load_state_dict", "to", "eval"):
+            if not callable(getattr(agent, name, None)):
+                problems.append(f"its agent has no `{name}` method")
+        act = getattr(agent, "act", None)
+        if callable(act) and "greedy" not in inspect.signature(act).parameters:
+            problems.append("its agent's `act` takes no `greedy` argument")
+    return problems

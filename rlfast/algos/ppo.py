@@ -1,10 +1,146 @@
-"""The PPO objective (Schulman et al. 2017) as in CleanRL: clipped surrogate, optionally
-clipped value loss, entropy bonus, and the diagnostics (approx KL, clip fraction)."""
+"""PPO (Schulman et al. 2017) as in CleanRL, for the PPO trainers in ``scripts/``.
 
-from typing import Callable, Iterable, Mapping, NamedTuple, Optional
+PPOArgs        CleanRL's PPO hyperparameters on top of the run layer's flags (scripts override defaults)
+Rollout        T x B rollout storage on the training device (episode statistics on the host)
+ppo_loss       clipped surrogate, optionally clipped value loss, entropy bonus, diagnostics
+ppo_update     CleanRL's epochs of shuffled minibatches over a flattened rollout
+learn          one iteration's update: GAE(lambda) over the rollout, then ppo_update; the losses/* scalars
+"""
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, Optional, Sequence, Union
 
 import torch
 from torch import nn
+
+from rlfast.algos.gae import gae
+from rlfast.algos.run import RunArgs
+
+
+@dataclass
+class PPOArgs(RunArgs):
+    """CleanRL's ``ppo.py`` hyperparameters (its defaults); a PPO script's ``Args`` extends this."""
+
+    learning_rate: float = 2.5e-4
+    """the learning rate of the optimizer"""
+    num_steps: int = 128
+    """steps per env per rollout"""
+    anneal_lr: bool = True
+    """anneal the learning rate linearly to 0"""
+    gamma: float = 0.99
+    """the discount factor gamma"""
+    gae_lambda: float = 0.95
+    """the lambda for generalized advantage estimation"""
+    num_minibatches: int = 4
+    """the number of minibatches per epoch"""
+    update_epochs: int = 4
+    """the number of epochs over each rollout"""
+    norm_adv: bool = True
+    """normalize advantages per minibatch"""
+    clip_coef: float = 0.2
+    """the surrogate clipping coefficient"""
+    clip_vloss: bool = True
+    """clip the value loss as in the PPO paper's code"""
+    ent_coef: float = 0.01
+    """coefficient of the entropy bonus"""
+    vf_coef: float = 0.5
+    """coefficient of the value loss"""
+    max_grad_norm: float = 0.5
+    """the maximum norm for gradient clipping"""
+    target_kl: Optional[float] = None
+    """stop an update's epochs early once the approx KL exceeds this"""
+
+    @property
+    def batch_size(self) -> int:
+        return self.num_envs * self.num_steps
+
+    @property
+    def minibatch_size(self) -> int:
+        return self.batch_size // self.num_minibatches
+
+    @property
+    def num_iterations(self) -> int:
+        return self.total_timesteps // max(self.batch_size, 1)  # validate() reports a zero batch
+
+    def validate(self) -> list[str]:
+        problems = super().validate()
+        for flag, value in (("--num-steps", self.num_steps), ("--num-minibatches", self.num_minibatches),
+                            ("--update-epochs", self.update_epochs)):  # fmt: skip
+            if value < 1:
+                problems.append(f"{flag} must be >= 1, got {value}")
+        if not problems and self.batch_size % self.num_minibatches:
+            problems.append(f"the batch of {self.batch_size} steps (num_envs x num_steps) is not divisible by "
+                            f"--num-minibatches {self.num_minibatches}")  # fmt: skip
+        for flag, value in (("--learning-rate", self.learning_rate), ("--clip-coef", self.clip_coef),
+                            ("--max-grad-norm", self.max_grad_norm), ("--target-kl", self.target_kl)):  # fmt: skip
+            if value is not None and not 0 < value < math.inf:
+                problems.append(f"{flag} must be > 0, got {value}")
+        for flag, value in (("--gamma", self.gamma), ("--gae-lambda", self.gae_lambda)):
+            if not 0 <= value <= 1:
+                problems.append(f"{flag} must be in [0, 1], got {value}")
+        for flag, value in (("--ent-coef", self.ent_coef), ("--vf-coef", self.vf_coef)):
+            if not 0 <= value < math.inf:
+                problems.append(f"{flag} must be >= 0, got {value}")
+        return problems
+
+
+class Rollout:
+    """Storage for one rollout of ``T`` steps of ``B`` envs.
+
+    On ``device``: ``obs`` [T, B, *obs_shape], ``actions`` [T, B, *action_shape], and ``logprobs``,
+    ``rewards``, ``dones``, ``values`` [T, B] float32. On the host, where the pool writes them:
+    ``ep_done`` [T, B] bool (an episode ended with this step), ``ep_return`` [T, B] float32,
+    ``ep_length`` [T, B] int32 (its totals), as ``RunLog.episodes`` takes them (``episodes``).
+    """
+
+    def __init__(
+        self,
+        num_steps: int,
+        num_envs: int,
+        obs_shape: Sequence[int],
+        action_shape: Sequence[int] = (),
+        obs_dtype: torch.dtype = torch.float32,
+        action_dtype: torch.dtype = torch.long,
+        device: Union[str, torch.device] = "cpu",
+    ) -> None:
+        T, B = num_steps, num_envs
+        self.obs = torch.zeros((T, B, *obs_shape), dtype=obs_dtype, device=device)
+        self.actions = torch.zeros((T, B, *action_shape), dtype=action_dtype, device=device)
+        self.logprobs = torch.zeros((T, B), device=device)
+        self.rewards = torch.zeros((T, B), device=device)
+        self.dones = torch.zeros((T, B), device=device)
+        self.values = torch.zeros((T, B), device=device)
+        self.ep_done = torch.zeros((T, B), dtype=torch.bool)
+        self.ep_return = torch.zeros((T, B))
+        self.ep_length = torch.zeros((T, B), dtype=torch.int32)
+
+    def store(self, index: Any, **values: torch.Tensor) -> None:
+        """Writes one step's values into the named fields at ``index`` (``t``, or ``(t, envs)``), e.g.
+        ``store(t, actions=a, logprobs=lp)``; copies from pinned host memory do not block."""
+        for name, value in values.items():
+            getattr(self, name)[index].copy_(value, non_blocking=True)
+
+    def store_episodes(self, index: Any, terminated: torch.Tensor, truncated: torch.Tensor, info: Mapping) -> None:
+        """Episode ends and the pool's episode totals (``info["episode_return"]``, ``["episode_length"]``)
+        of one step result, at ``index``."""
+        torch.logical_or(terminated, truncated, out=self.ep_done[index])
+        self.ep_return[index].copy_(info["episode_return"])
+        self.ep_length[index].copy_(info["episode_length"])
+
+    @property
+    def episodes(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(ep_done, ep_return, ep_length)``: what ``Run.end_iteration`` logs."""
+        return self.ep_done, self.ep_return, self.ep_length
+
+    def batch(self, advantages: torch.Tensor, returns: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The rollout flattened to rows [T * B, ...] with its advantages and returns, as ppo_update takes it."""
+        n = self.rewards.numel()
+        return {
+            "obs": self.obs.reshape(n, *self.obs.shape[2:]), "actions": self.actions.reshape(n, *self.actions.shape[2:]),
+            "logprobs": self.logprobs.reshape(-1), "advantages": advantages.reshape(-1),
+            "returns": returns.reshape(-1), "values": self.values.reshape(-1),
+        }  # fmt: skip
 
 
 class PPOLoss(NamedTuple):
@@ -137,3 +273,50 @@ def ppo_update(
         if target_kl is not None and out.approx_kl.item() > target_kl:
             break
     return torch.stack(stats).mean(0)
+
+
+def minibatch_loss(agent: nn.Module, args: PPOArgs, mb: dict[str, torch.Tensor]) -> PPOLoss:
+    """The PPO loss of one minibatch (rows [M, ...] of ``Rollout.batch``) for an agent with CleanRL's
+    ``get_action_and_value(obs, actions) -> (actions, logprob, entropy, value)``."""
+    _, newlogprob, entropy, newvalue = agent.get_action_and_value(mb["obs"], mb["actions"])
+    return ppo_loss(
+        newlogprob, mb["logprobs"], mb["advantages"], newvalue, mb["values"], mb["returns"], entropy,
+        clip_coef=args.clip_coef, ent_coef=args.ent_coef, vf_coef=args.vf_coef,
+        clip_vloss=args.clip_vloss, norm_adv=args.norm_adv,
+    )  # fmt: skip
+
+
+def anneal_lr(optimizer: torch.optim.Optimizer, args: PPOArgs, iteration: int) -> None:
+    """With ``args.anneal_lr``, sets the learning rate of 1-based ``iteration`` on CleanRL's linear schedule to 0."""
+    if args.anneal_lr:
+        frac = 1.0 - (iteration - 1.0) / args.num_iterations
+        optimizer.param_groups[0]["lr"] = frac * args.learning_rate
+
+
+def learn(
+    agent: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    loss_fn: Callable[[nn.Module, PPOArgs, dict[str, torch.Tensor]], PPOLoss],
+    rollout: Rollout,
+    next_obs: torch.Tensor,
+    next_done: torch.Tensor,
+    args: PPOArgs,
+) -> dict[str, float]:
+    """One iteration's update: GAE(``gamma``, ``gae_lambda``) advantages over ``rollout``, bootstrapped from
+    ``agent.get_value(next_obs)`` [B] and ``next_done`` [B], then ``ppo_update`` with ``loss_fn(agent, args,
+    minibatch)`` (``minibatch_loss``, maybe compiled). Returns the ``losses/*`` scalars and
+    ``charts/learning_rate``, read back once."""
+    with torch.no_grad():
+        next_value = agent.get_value(next_obs)
+        advantages, returns = gae(
+            rollout.rewards, rollout.values, rollout.dones, next_value, next_done, args.gamma, args.gae_lambda
+        )
+    batch = rollout.batch(advantages, returns)
+    stats = ppo_update(
+        lambda mb: loss_fn(agent, args, mb), optimizer, agent.parameters(), batch,
+        update_epochs=args.update_epochs, num_minibatches=args.num_minibatches,
+        max_grad_norm=args.max_grad_norm, target_kl=args.target_kl,
+    ).tolist()  # fmt: skip
+    explained_var = explained_variance(batch["values"], batch["returns"]).item()
+    return {"charts/learning_rate": optimizer.param_groups[0]["lr"],
+            **{f"losses/{k}": v for k, v in zip(LOSS_NAMES, stats)}, "losses/explained_variance": explained_var}  # fmt: skip

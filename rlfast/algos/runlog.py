@@ -11,7 +11,8 @@ Run dirs are ``runs/{env_id}__{exp_name}__{seed}__{time}`` (``run_dir_name``), w
 hyperparameter table as tensorboard text. ``charts/episodic_return`` and
 ``charts/episodic_length`` are logged at the global step each episode ended, as CleanRL
 does; ``charts/SPS`` counts from the end of the first iteration (warm-up and compilation
-excluded). The progress line is rewritten in place on a terminal, printed every 10 s otherwise.
+excluded). The progress line is rewritten in place on a terminal, printed every 10 s otherwise; its
+return is ``-`` until an episode has ended.
 """
 
 import sys
@@ -61,6 +62,7 @@ class RunLog:
         self.sps = 0.0
         self._last_print = float("-inf")
         self._tty = sys.stdout.isatty()
+        self._closed = False
 
     @property
     def mean_return(self) -> float:
@@ -105,9 +107,10 @@ class RunLog:
         if final or now - self._last_print >= (0.5 if self._tty else 10.0):
             self._last_print = now
             eta = (self.total_steps - global_step) / max(self.sps, 1e-9)
+            ret = f"{self.mean_return:7.2f} (last {len(self.recent)} ep)" if self.recent else f"{'-':>7}"
             line = (
                 f"step {global_step:>10,}/{self.total_steps:,} | {self.sps:>8,.0f} SPS | "
-                f"ETA {format_eta(eta)} | return {self.mean_return:7.2f} (last {len(self.recent)} ep)"
+                f"ETA {format_eta(eta)} | return {ret}"
             )
             print(f"\r{line}", end="", flush=True) if self._tty else print(line, flush=True)
         return self.sps
@@ -117,6 +120,10 @@ class RunLog:
         return time.perf_counter() - self.start_time
 
     def close(self) -> None:
+        """Ends the progress line and flushes tensorboard; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
         if self._tty:
             print(flush=True)
         self.writer.close()

@@ -15,6 +15,11 @@ std::invalid_argument BadValue(const std::string& msg) { return std::invalid_arg
 
 ArraySpec Scalar(const char* name, DType dtype) { return ArraySpec{name, dtype, {}, {}, {}}; }
 
+ArraySpec AsInfo(ArraySpec field) {
+  field.name = "info:" + field.name;
+  return field;
+}
+
 template <class T>
 bool DiscreteInRange(const void* data, int64_t n, int64_t num_actions, int64_t* bad_index,
                      int64_t* bad_value, int32_t* out) {
@@ -85,23 +90,25 @@ Pool::Pool(std::string task_id, const PoolConfig& config, EnvSpec spec)
       errors_(config_.num_envs) {
   ArraySpec obs = spec_.obs;
   obs.name = "obs";
+  // Info fields are named "info:<key>": an env's info key may equal a step field's name
+  // (Atari's raw "reward" beside the step's reward), and the binding splits on the prefix.
   fields_ = {obs,
              Scalar("reward", DType::kFloat32),
              Scalar("terminated", DType::kBool),
              Scalar("truncated", DType::kBool),
-             Scalar("env_id", DType::kInt32),
-             Scalar("elapsed_step", DType::kInt32),
-             Scalar("episode_return", DType::kFloat32),
-             Scalar("episode_length", DType::kInt32)};
+             AsInfo(Scalar("env_id", DType::kInt32)),
+             AsInfo(Scalar("elapsed_step", DType::kInt32)),
+             AsInfo(Scalar("episode_return", DType::kFloat32)),
+             AsInfo(Scalar("episode_length", DType::kInt32))};
   if (spec_.info.size() > static_cast<std::size_t>(InfoOut::kMaxInfo)) {
     throw std::logic_error("too many info fields for " + task_id_);
   }
-  for (const ArraySpec& info : spec_.info) fields_.push_back(info);
+  for (const ArraySpec& info : spec_.info) fields_.push_back(AsInfo(info));
   if (config_.autoreset_mode == AutoresetMode::kSameStep) {
     ArraySpec final_obs = spec_.obs;
     final_obs.name = "final_obs";
     final_obs_field_ = static_cast<int>(fields_.size());
-    fields_.push_back(final_obs);
+    fields_.push_back(AsInfo(final_obs));
   }
   for (const ArraySpec& f : fields_) field_bytes_.push_back(f.NumBytes());
   if (spec_.IsDiscrete()) {

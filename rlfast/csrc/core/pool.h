@@ -67,7 +67,7 @@ struct ActionArray {
 
 /// The asynchronous env pool minus everything that depends on the env type.
 ///
-/// Data path (see DESIGN.md): Send() validates, stores each env's action in the per-env
+/// Data path: Send() validates, stores each env's action in the per-env
 /// action store and enqueues (env_id, reset) items; worker threads dequeue, run the env
 /// (EnvPool<Env>::Process) and write its result in place into a slot claimed from the
 /// StateBufferQueue; Recv() returns the index of the next complete block of the

@@ -1,0 +1,317 @@
+"""The run layer: what every trainer does the same way, written once.
+
+A trainer script keeps its algorithm (hyperparameters, network, rollout, update) and calls this
+for the rest. It never calls back into the trainer::
+
+    @dataclass
+    class Args(RunArgs):                  # or a family's base, e.g. rlfast.algos.ppo.PPOArgs
+        exp_name: str = "my_trainer"      # a redeclared field keeps the base's --help text
+
+    def main(args: Args, ckpt: Optional[dict] = None) -> int:
+        run = Run(args, "my_trainer.py", ckpt, iterations=n, steps_per_iteration=k, families=("atari",))
+        envs = run.make_env(args.num_envs, num_threads=args.num_threads)
+        agent, optimizer = ...
+        run.track(models={"agent": agent}, optimizers={"optimizer": optimizer})  # restored on --resume
+        with run:
+            for iteration in run.iterations():
+                ...                                                  # timed with run.timer("env") etc.
+                run.end_iteration(k, scalars, episodes)
+        return run.exit_code
+
+    if __name__ == "__main__":
+        sys.exit(main(*parse_or_resume(Args, "my_trainer.py")))
+
+``Run(...)`` checks every flag (``RunArgs.validate``, extended by each Args class) and the task's
+family, and ends the process with one ``error: ...`` line per problem before anything is created;
+then seeds python, numpy and torch, sets cudnn's determinism and torch's CPU threads, and picks
+the device. ``make_env`` turns a pool's ValueError (bad env option) into such a line too, and
+closes its pools when the run ends. ``with run:`` creates the run dir and its ``RunLog``, prints
+the header line, and on leaving writes ``checkpoint.pt`` and the profile table; on Ctrl-C it
+saves ``checkpoint.pt`` (latest weights, progress of the last completed iteration), closes the
+pools and sets ``exit_code`` to 130. ``end_iteration`` logs, prints the progress line, writes
+the checkpoints ``CheckpointSchedule`` asks for and ends the loop at the last iteration or once
+``--target-return`` is reached.
+"""
+
+import dataclasses
+import functools
+import math
+import os
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, TypeVar
+
+import numpy as np
+import torch
+
+import rlfast
+from rlfast.algos.checkpoint import CheckpointSchedule, make_checkpoint, restore, save_checkpoint
+from rlfast.algos.profiling import SectionTimer
+from rlfast.algos.runlog import RunLog, run_dir_name
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass
+class RunArgs:
+    """The flags every trainer has. A script's ``Args`` extends this (or a family's base built on it)."""
+
+    exp_name: str = "run"
+    """the name of this experiment (part of the run dir name)"""
+    seed: int = 1
+    """seed of the experiment (envs get seed + env index)"""
+    torch_deterministic: bool = True
+    """sets `torch.backends.cudnn.deterministic`"""
+    cuda: bool = True
+    """train on CUDA when it is available"""
+    compile: bool = False
+    """torch.compile the policy forward and the loss"""
+    cudagraphs: bool = False
+    """CUDA graphs for inference and the loss (torch.compile mode="reduce-overhead"; implies --compile; needs CUDA)"""
+    config: Optional[str] = None
+    """a TOML preset (configs/*.toml) whose keys are these fields; the command line overrides it"""
+    resume: Optional[str] = None
+    """a checkpoint, or a run dir (its checkpoint.pt), to continue: its args are the defaults, and logs and
+    checkpoints go to its run dir"""
+    runs_dir: str = "runs"
+    """folder holding the run dirs `{env_id}__{exp_name}__{seed}__{time}`"""
+    save_interval: int = 0
+    """also save `checkpoint_{iteration}.pt` (kept) every this many iterations (0: none)"""
+    save_minutes: float = 5.0
+    """overwrite `checkpoint.pt` with the latest state every this many minutes (0: only at the end and on
+    Ctrl-C), so a crash loses at most that much training"""
+    target_return: Optional[float] = None
+    """stop early once the mean return of the last 20 episodes reaches this"""
+    num_threads: Optional[int] = None
+    """env pool worker threads (None: min(cores, num_envs))"""
+    torch_threads: Optional[int] = None
+    """torch intra-op threads on CPU (None: torch's choice, one per core)"""
+    profile_sync: bool = False
+    """synchronize CUDA at profiler section boundaries (exact split, a little slower)"""
+
+    env_id: str = "CartPole-v1"
+    """the task id (rlfast.list_envs())"""
+    total_timesteps: int = 500000
+    """total env steps of the experiment"""
+    num_envs: int = 4
+    """the number of parallel envs"""
+
+    def validate(self) -> list[str]:
+        """What is wrong with these values: one sentence per problem, naming the flag. Subclasses extend it."""
+        problems = []
+        if not self.exp_name or "/" in self.exp_name or os.sep in self.exp_name:
+            problems.append(f"--exp-name {self.exp_name!r} must be a non-empty name without '/'")
+        if not 0 <= self.seed < 2**32:
+            problems.append(f"--seed must be in [0, 2**32), got {self.seed}")
+        if self.total_timesteps < 1:
+            problems.append(f"--total-timesteps must be >= 1, got {self.total_timesteps}")
+        if self.num_envs < 1:
+            problems.append(f"--num-envs must be >= 1, got {self.num_envs}")
+        for flag, value in (("--num-threads", self.num_threads), ("--torch-threads", self.torch_threads)):
+            if value is not None and value < 1:
+                problems.append(f"{flag} must be >= 1 (or left out), got {value}")
+        if self.save_interval < 0:
+            problems.append(f"--save-interval must be >= 0 (0: none), got {self.save_interval}")
+        if not (0 <= self.save_minutes < math.inf):
+            problems.append(f"--save-minutes must be >= 0 (0: only at the end and on Ctrl-C), got {self.save_minutes}")
+        if self.target_return is not None and not math.isfinite(self.target_return):
+            problems.append(f"--target-return must be a finite number, got {self.target_return}")
+        return problems
+
+
+def fail(*problems: str) -> SystemExit:
+    """The exit of a bad command line: one ``error: ...`` line per problem on stderr, status 1 (raise it)."""
+    return SystemExit("\n".join(f"error: {p}" for p in problems))
+
+
+class Run:
+    """One training run's scaffolding (see the module docstring): checks, seeds, device, pools,
+    run dir, log, timer, checkpoints, Ctrl-C. Used from the trainer's main thread only."""
+
+    def __init__(
+        self,
+        args: RunArgs,
+        script: str,
+        ckpt: Optional[Mapping[str, Any]] = None,
+        *,
+        iterations: int,
+        steps_per_iteration: int,
+        families: Sequence[str] = (),
+        sections: Sequence[str] = ("env", "inference", "train"),
+    ) -> None:
+        """``iterations`` of ``steps_per_iteration`` env steps each make the run; ``families``: the task
+        families the trainer can train (``rlfast.task_family``; empty: any)."""
+        problems = args.validate()
+        if not problems and families:
+            try:
+                family = rlfast.task_family(args.env_id)
+            except ValueError as e:
+                problems.append(f"--env-id: {e}")
+            else:
+                if family not in families:
+                    problems.append(f"{script} trains {' or '.join(families)} tasks; {args.env_id} is a {family} task")
+        if not problems and iterations < 1:
+            problems.append(
+                f"--total-timesteps {args.total_timesteps:,} is less than one iteration of {steps_per_iteration:,} steps"
+            )
+        if not problems and args.cudagraphs and not (args.cuda and torch.cuda.is_available()):
+            problems.append("--cudagraphs needs a CUDA device (none available, or --no-cuda); run without it")
+        start_iteration = int(ckpt["iteration"]) if ckpt else 0
+        if not problems and start_iteration >= iterations:
+            problems.append(
+                f"{args.resume} already holds {start_iteration} of the {iterations} iterations asked for; "
+                "raise --total-timesteps to continue it"
+            )
+        if problems:
+            raise fail(*problems)
+        if iterations * steps_per_iteration != args.total_timesteps:
+            print(
+                f"note: --total-timesteps {args.total_timesteps:,} is not a whole number of iterations of "
+                f"{steps_per_iteration:,} steps: {iterations * steps_per_iteration:,} steps will run ({iterations} "
+                "iterations)",
+                flush=True,
+            )
+
+        self.args, self.script, self.ckpt = args, script, ckpt
+        self.num_iterations, self.steps_per_iteration = iterations, steps_per_iteration
+        random.seed(args.seed)
+        np.random.seed(args.seed)
+        torch.manual_seed(args.seed)
+        torch.backends.cudnn.deterministic = args.torch_deterministic
+        if args.torch_threads:
+            torch.set_num_threads(args.torch_threads)
+        self.device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+
+        self.start_iteration = start_iteration
+        self.global_step = int(ckpt["global_step"]) if ckpt else 0
+        self.completed = (self.start_iteration, self.global_step)
+        """(iteration, global_step) of the last completed iteration: the progress a checkpoint records"""
+        if ckpt is not None:
+            self.run_dir = Path(args.resume).parent
+        else:
+            self.run_dir = Path(args.runs_dir) / run_dir_name(args.env_id, args.exp_name, args.seed)
+        self.timer = SectionTimer(sections, sync_cuda=args.profile_sync)
+        self.pools: list[rlfast.EnvPool] = []
+        self.log: Optional[RunLog] = None
+        self.exit_code = 0
+        self.iteration = self.start_iteration
+        self._finished = False
+        self._state: dict[str, Any] = {"models": {}}
+
+    @property
+    def resumed(self) -> bool:
+        return self.ckpt is not None
+
+    @property
+    def env_seed(self) -> int:
+        """Seed of env 0. A resumed run cannot restore its envs' state (the pool does not export it): it
+        starts fresh episodes from seeds it has not used yet."""
+        return self.args.seed + self.start_iteration * self.args.num_envs
+
+    def make_env(self, num_envs: int, *, seed: Optional[int] = None, **kwargs: Any) -> rlfast.EnvPool:
+        """``rlfast.make(--env-id, num_envs, seed=env_seed, **kwargs)``, closed when the run ends. A bad
+        option (ValueError) ends the process with one line naming it."""
+        try:
+            pool = rlfast.make(self.args.env_id, num_envs, seed=self.env_seed if seed is None else seed, **kwargs)
+        except ValueError as e:
+            raise fail(f"{self.args.env_id}: {e}") from None
+        self.pools.append(pool)
+        return pool
+
+    def track(
+        self,
+        *,
+        models: Mapping[str, torch.nn.Module],
+        optimizers: Optional[Mapping[str, torch.optim.Optimizer]] = None,
+        normalizers: Optional[Mapping[str, Any]] = None,
+        env_kwargs: Optional[Mapping[str, Any]] = None,
+        eval_env_kwargs: Optional[Mapping[str, Any]] = None,
+    ) -> None:
+        """Names what every checkpoint holds (see rlfast.algos.checkpoint) and, on --resume, loads the
+        checkpoint's states into these objects and the global RNGs. Call once, before ``compile``."""
+        self._state = {"models": models, "optimizers": optimizers, "normalizers": normalizers,
+                       "env_kwargs": env_kwargs, "eval_env_kwargs": eval_env_kwargs}  # fmt: skip
+        if self.ckpt is not None:
+            restore(self.ckpt, models, optimizers, normalizers)
+
+    def compile(self, fn: F) -> F:
+        """``fn`` as --compile / --cudagraphs ask: unchanged, ``torch.compile``d, or compiled with CUDA
+        graphs (mode "reduce-overhead"), each call then marking a new graph step."""
+        if not (self.args.compile or self.args.cudagraphs):
+            return fn
+        compiled = torch.compile(fn, mode="reduce-overhead" if self.args.cudagraphs else None)
+        if not self.args.cudagraphs:
+            return compiled
+
+        @functools.wraps(fn)
+        def graph_step(*args: Any, **kwargs: Any) -> Any:
+            torch.compiler.cudagraph_mark_step_begin()
+            return compiled(*args, **kwargs)
+
+        return graph_step  # type: ignore[return-value]
+
+    def save(self, name: str) -> Path:
+        """Writes ``run_dir/name`` atomically: the tracked state now, the progress of the last completed iteration."""
+        iteration, step = self.completed
+        state = make_checkpoint(script=self.script, env_id=self.args.env_id, args=dataclasses.asdict(self.args),
+                                global_step=step, iteration=iteration, **self._state)  # fmt: skip
+        return save_checkpoint(self.run_dir / name, state)
+
+    def __enter__(self) -> "Run":
+        total_steps = self.num_iterations * self.steps_per_iteration
+        self.log = RunLog(self.run_dir, dataclasses.asdict(self.args), total_steps, start_step=self.global_step)
+        self._schedule = CheckpointSchedule(self.args.save_interval, self.args.save_minutes)
+        self._start_step = self.global_step
+        pools = " + ".join(repr(p) for p in self.pools)
+        print(f"run dir: {self.run_dir}  device: {self.device}  {pools}", flush=True)
+        return self
+
+    def iterations(self) -> Iterator[int]:
+        """The iteration numbers still to run (1-based, after the checkpoint's); starts each one's timer.
+        Ends after the last, or after an ``end_iteration`` that found --target-return reached."""
+        for iteration in range(self.start_iteration + 1, self.num_iterations + 1):
+            self.iteration = iteration
+            self.timer.start_iteration()
+            yield iteration
+            if self._finished:
+                return
+
+    def end_iteration(
+        self, steps: int, scalars: Mapping[str, Any], episodes: Optional[Sequence[torch.Tensor]] = None
+    ) -> None:
+        """Closes the current iteration of ``steps`` env steps: logs ``episodes`` (``(ep_done, ep_return,
+        ep_length)``, [T, B] host tensors, see RunLog.episodes) and ``scalars`` with the timer's ``perf/*``,
+        updates the progress line and writes the checkpoints that are due."""
+        first_step = self.global_step
+        self.global_step += steps
+        if episodes is not None:
+            self.log.episodes(*episodes, first_step)
+        self.log.scalars({**scalars, **self.timer.end_iteration()}, self.global_step)
+        target = self.args.target_return
+        reached = target is not None and self.log.window_full and self.log.mean_return >= target
+        self._finished = self.iteration == self.num_iterations or reached
+        self.log.progress(self.global_step, final=self._finished)
+        self.completed = (self.iteration, self.global_step)
+        for name in self._schedule.due(self.iteration):
+            self.save(name)
+
+    def __exit__(self, exc_type: Optional[type], exc: Optional[BaseException], tb: Any) -> bool:
+        try:
+            if exc_type is KeyboardInterrupt:
+                # The latest weights (maybe mid-update) with the progress of the last completed iteration.
+                path = self.save("checkpoint.pt")
+                iteration, step = self.completed
+                print(f"\ninterrupted at step {step:,} (iteration {iteration}): saved {path}", flush=True)
+                self.exit_code = 130
+            elif exc_type is None:
+                self.log.close()
+                path = self.save("checkpoint.pt")
+                steps = self.global_step - self._start_step
+                print(self.timer.summary(steps=steps))
+                print(f"{steps:,} steps in {self.log.elapsed():.1f} s; saved {path}", flush=True)
+        finally:
+            for pool in self.pools:
+                pool.close()
+            self.log.close()
+        return exc_type is KeyboardInterrupt
