@@ -1,18 +1,15 @@
 """Evaluates a trainer's checkpoint: N episodes on rlfast's pool, mean ± std of the return.
 
-    python scripts/evaluate.py runs/<run>/checkpoint.pt                 # 10 greedy episodes
-    python scripts/evaluate.py runs/<run>/checkpoint.pt --episodes 100 --sample
+    python scripts/evaluate.py runs/<run>                               # its checkpoint.pt, 10 greedy episodes
+    python scripts/evaluate.py runs/<run>/checkpoint_000100.pt --episodes 100 --sample
 
 Works for any trainer that writes ``rlfast.algos.checkpoint`` checkpoints and whose script
-(named in the checkpoint, looked up next to this file) defines:
-
-- ``Args``: a dataclass built from the checkpoint's ``args`` dict;
-- ``make_agent(args, obs_space, action_space) -> nn.Module`` whose ``state_dict`` is the
-  checkpoint's ``models["agent"]``;
-- ``agent.act(obs, greedy: bool) -> actions`` taking a batch of observations;
-- optionally ``eval_env_kwargs(args) -> dict``: the env options to evaluate with, used instead
-  of the checkpoint's ``env_kwargs`` (the training ones); e.g. ppo_atari.py plays whole games
-  with raw scores (no episodic life, no reward clipping) on stacks made by the pool.
+(named in the checkpoint, looked up next to this file) keeps the contract written down there
+as ``TrainerScript`` and ``Policy``: an ``Args`` dataclass built from the checkpoint's
+``args``, ``make_agent(args, obs_space, action_space)`` whose ``state_dict`` is the
+checkpoint's ``models["agent"]``, and ``agent.act(obs, greedy)``. A script that lacks any of
+it is named with what it lacks. The envs get the checkpoint's ``eval_env_kwargs`` (e.g.
+ppo_atari.py's whole games with raw scores, on stacks made by the pool).
 
 An ``ObsNormalizer`` saved as ``normalizers["obs"]`` is applied, frozen. Each of the
 ``--episodes`` envs contributes its first episode (so short episodes are not over-counted).
@@ -31,7 +28,7 @@ import torch
 import tyro
 
 import rlfast
-from rlfast.algos.checkpoint import load_checkpoint
+from rlfast.algos.checkpoint import contract_problems, load_checkpoint
 from rlfast.algos.normalize import ObsNormalizer
 
 SCRIPTS = Path(__file__).resolve().parent
@@ -40,7 +37,7 @@ SCRIPTS = Path(__file__).resolve().parent
 @dataclass
 class Args:
     checkpoint: tyro.conf.Positional[str]
-    """the checkpoint to evaluate (e.g. runs/<run>/checkpoint.pt)"""
+    """the checkpoint to evaluate, or a run dir (its checkpoint.pt)"""
     episodes: int = 10
     """number of episodes (one per env, all run in parallel)"""
     sample: bool = False
@@ -56,7 +53,7 @@ class Args:
 def load_script(name: str):
     """Imports scripts/<name> (the trainer that wrote the checkpoint) as a module."""
     path = SCRIPTS / name
-    if not path.is_file():
+    if Path(name).name != name or path.suffix != ".py" or not path.is_file():
         raise SystemExit(f"error: the checkpoint was written by {name}, but {path.name} is not in {SCRIPTS.name}/")
     spec = importlib.util.spec_from_file_location(f"rlfast_script_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
@@ -91,20 +88,34 @@ def evaluate(
 
 
 def main(args: Args) -> int:
-    ckpt = load_checkpoint(args.checkpoint)
+    if args.episodes < 1:
+        raise SystemExit(f"error: --episodes must be >= 1, got {args.episodes}")
+    try:
+        ckpt = load_checkpoint(args.checkpoint)
+    except ValueError as e:
+        raise SystemExit(f"error: {e}") from None
     script = load_script(ckpt["script"])
+    problems = contract_problems(script)
+    if problems:
+        raise SystemExit(f"error: {ckpt['script']} cannot be evaluated: {'; '.join(problems)} "
+                         "(the contract: rlfast.algos.checkpoint.TrainerScript)")  # fmt: skip
     fields = {f.name for f in dataclasses.fields(script.Args)}
     train_args = script.Args(**{k: v for k, v in ckpt["args"].items() if k in fields})
     env_id = args.env_id or ckpt["env_id"]
     device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
     torch.manual_seed(args.seed)
 
-    if hasattr(script, "eval_env_kwargs"):
-        env_kwargs = script.eval_env_kwargs(train_args)
-    else:
-        env_kwargs = ckpt.get("env_kwargs", {})
-    with rlfast.make(env_id, args.episodes, seed=args.seed, **env_kwargs) as envs:
+    env_kwargs = ckpt.get("eval_env_kwargs", ckpt["env_kwargs"])  # older checkpoints have only the training ones
+    try:
+        envs = rlfast.make(env_id, args.episodes, seed=args.seed, **env_kwargs)
+    except ValueError as e:
+        raise SystemExit(f"error: {env_id}: {e}") from None
+    with envs:
         agent = script.make_agent(train_args, envs.single_observation_space, envs.single_action_space).to(device)
+        problems = contract_problems(script, agent)
+        if problems:
+            raise SystemExit(f"error: {ckpt['script']} cannot be evaluated: {'; '.join(problems)} "
+                             "(the contract: rlfast.algos.checkpoint.Policy)")  # fmt: skip
         agent.load_state_dict(ckpt["models"]["agent"])
         agent.eval()
         obs_normalizer = None

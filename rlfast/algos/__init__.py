@@ -1,11 +1,16 @@
-"""Pure, testable pieces shared by the trainers in ``scripts/``.
+"""What the trainers in ``scripts/`` share: the run layer and pure, testable pieces.
 
-gae            generalized advantage estimation (CleanRL's done convention, next-step autoreset)
-ppo            the clipped PPO loss and its diagnostics; CleanRL's epoch/minibatch update; explained variance
-distributions  categorical sampling / log-prob / entropy as plain tensor ops
-normalize      RunningMeanStd, observation normalizer, reward scaler (gymnasium semantics, any device)
-profiling      SectionTimer: env / inference / train / other per iteration and a summary table
-checkpoint     atomic checkpoints every trainer writes alike (scripts/evaluate.py reads them)
+run            the run layer: RunArgs (the flags every trainer has, checked once), Run (seeding, device,
+               pools, run dir, tensorboard, checkpoints, --resume, Ctrl-C, profile table)
 config         --config preset.toml as tyro defaults, the command line wins; --resume
+checkpoint     atomic checkpoints every trainer writes alike; the evaluate.py contract (TrainerScript, Policy)
 runlog         run dir name, tensorboard scalars, episode stats, SPS and the progress line
+profiling      SectionTimer: env / inference / train / other per iteration and a summary table
+ppo            PPOArgs, Rollout storage, the clipped PPO loss, CleanRL's epoch/minibatch update, learn()
+gae            generalized advantage estimation (CleanRL's done convention, next-step autoreset)
+nets           CleanRL's orthogonal layer init and tanh MLP
+distributions  categorical sampling / log-prob / entropy as plain tensor ops
+continuous     diagonal Gaussian policy; CleanRL's MuJoCo observation/reward wrappers on the device
+normalize      RunningMeanStd, observation normalizer, reward scaler (gymnasium semantics, any device)
+atari_stats    whole-game raw scores and lengths under episodic life, vectorized
 """

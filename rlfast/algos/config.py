@@ -15,7 +15,7 @@ from typing import Any, Mapping, Optional, Sequence, TypeVar, Union, get_args, g
 
 import tyro
 
-from rlfast.algos.checkpoint import load_checkpoint
+from rlfast.algos.checkpoint import checkpoint_path, load_checkpoint
 
 try:
     import tomllib
@@ -92,12 +92,20 @@ def parse_or_resume(cls: type[T], script: str, argv: Optional[Sequence[str]] = N
     """A trainer's command line: ``(args, None)``, or with ``--resume CKPT`` ``(args, checkpoint)``
     where the checkpoint's args are the ``base`` layer (flags and ``--config`` still override).
 
-    ``cls`` must have a ``resume`` field; a checkpoint written by another script is an error.
+    ``cls`` must have a ``resume`` field. ``--resume`` takes a checkpoint or a run dir (its
+    ``checkpoint.pt``; ``args.resume`` becomes that file); a missing file, one that is not a
+    checkpoint and one written by another script end the process with one line.
     """
     args = parse_args(cls, argv)
     if getattr(args, "resume", None) is None:
         return args, None
-    ckpt = load_checkpoint(args.resume)
+    try:
+        path = checkpoint_path(args.resume)
+        ckpt = load_checkpoint(path)
+    except ValueError as e:
+        raise SystemExit(f"error: --resume: {e}") from None
     if ckpt["script"] != script:
-        raise SystemExit(f"error: {args.resume} was written by {ckpt['script']}, not {script}")
-    return parse_args(cls, argv, base=ckpt["args"]), ckpt
+        raise SystemExit(f"error: --resume: {path} was written by {ckpt['script']}, not {script}")
+    args = parse_args(cls, argv, base=ckpt["args"])
+    args.resume = str(path)
+    return args, ckpt

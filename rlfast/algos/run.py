@@ -150,7 +150,7 @@ class Run:
                 problems.append(f"--env-id: {e}")
             else:
                 if family not in families:
-                    problems.append(f"{script} trains {' or '.join(families)} tasks; {args.env_id} is a {family} task")
+                    problems.append(f"{script} trains {' or '.join(families)} tasks; {args.env_id} is from the {family} family")
         if not problems and iterations < 1:
             problems.append(
                 f"--total-timesteps {args.total_timesteps:,} is less than one iteration of {steps_per_iteration:,} steps"

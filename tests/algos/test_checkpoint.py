@@ -19,7 +19,7 @@ import torch
 
 from rlfast.algos.checkpoint import CheckpointSchedule, load_checkpoint, make_checkpoint, restore, save_checkpoint
 from rlfast.algos.normalize import ObsNormalizer
-from rlfast.algos.ppo import ppo_update
+from rlfast.algos.ppo import minibatch_loss, ppo_update
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -104,7 +104,7 @@ def test_resumed_update_is_bit_identical_to_uninterrupted(tmp_path):
 
     def update(agent, opt):
         return ppo_update(
-            lambda mb: ppo.minibatch_loss(agent, args, mb), opt, agent.parameters(), batch,
+            lambda mb: minibatch_loss(agent, args, mb), opt, agent.parameters(), batch,
             update_epochs=args.update_epochs, num_minibatches=args.num_minibatches, max_grad_norm=args.max_grad_norm,
         )  # fmt: skip
 

@@ -29,10 +29,14 @@ def test_episodes_are_logged_at_the_step_they_ended(tmp_path, capsys):
     assert "52/100" in out and "return   10.00 (last 2 ep)" in out
 
 
-def test_mean_return_is_nan_before_any_episode(tmp_path):
+def test_mean_return_is_nan_before_any_episode_and_the_line_shows_a_dash(tmp_path, capsys):
     log = RunLog(tmp_path, {}, total_steps=10)
     assert log.mean_return != log.mean_return and not log.window_full
+    log.progress(5, final=True)
     log.close()
+    log.close()  # idempotent: the run layer closes it on every way out
+    line = capsys.readouterr().out.strip()
+    assert line.endswith("| return       -") and "nan" not in line, line
 
 
 def test_sps_counts_from_the_first_progress_call(tmp_path):

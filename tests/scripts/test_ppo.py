@@ -124,13 +124,6 @@ def tomllib_load(path):
         return tomllib.load(f)
 
 
-def test_bad_arguments_fail_with_a_message(tmp_path):
-    proc = run("ppo.py", *TINY, "--total-timesteps", "10", cwd=tmp_path)
-    assert proc.returncode != 0 and "one rollout of 128 steps" in proc.stderr
-    proc = run("ppo.py", *TINY, "--env-id", "Pendulum-v1", "--total-timesteps", "128", "--runs-dir", "r", cwd=tmp_path)
-    assert proc.returncode != 0 and "needs Discrete" in proc.stderr
-
-
 def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
     cmd = [sys.executable, str(SCRIPTS / "ppo.py"), *TINY, "--total-timesteps", "10000000", "--runs-dir", "runs"]
     proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -143,9 +136,10 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
     finally:
         proc.kill()
     assert proc.returncode == 130, err
-    assert "Traceback" not in err and "interrupted at step" in out
+    assert "Traceback" not in err
     (run_dir,) = (tmp_path / "runs").iterdir()
     ckpt = load_checkpoint(run_dir / "checkpoint.pt")
+    assert f"interrupted at step {ckpt['global_step']:,} (iteration {ckpt['iteration']}): saved " in out, out
     assert ckpt["global_step"] == ckpt["iteration"] * 128 and ckpt["iteration"] >= 1
 
 

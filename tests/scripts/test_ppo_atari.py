@@ -68,6 +68,7 @@ def test_run_dir_outputs_and_checkpoint(breakout_run):
     assert ckpt["script"] == "ppo_atari.py" and ckpt["env_id"] == "Breakout-v5"
     assert ckpt["iteration"] == 8 and ckpt["global_step"] == 512 and ckpt["args"]["overlap"] is True
     assert ckpt["env_kwargs"] == {"episodic_life": True, "reward_clip": True, "stack_num": 1}
+    assert ckpt["eval_env_kwargs"] == {"episodic_life": False, "reward_clip": False, "stack_num": 4}  # evaluate.py's
     weights = ckpt["models"]["agent"]
     assert weights["network.0.weight"].shape == (32, 4, 8, 8) and weights["network.7.weight"].shape == (512, 3136)
     assert weights["actor.weight"].shape == (4, 512) and weights["critic.weight"].shape == (1, 512)
@@ -136,14 +137,6 @@ def test_preset_is_loaded_and_command_line_wins(tmp_path):
     assert args["config"].endswith("pong_5min.toml")
 
 
-def test_bad_arguments_fail_with_a_message(tmp_path):
-    proc = run("ppo_atari.py", *TINY, "--num-envs", "3", "--overlap", cwd=tmp_path)
-    assert proc.returncode != 0 and "must be even" in proc.stderr
-    proc = run("ppo_atari.py", *TINY, "--total-timesteps", "64", "--cudagraphs", cwd=tmp_path)
-    assert proc.returncode != 0 and "--cudagraphs needs a CUDA device" in proc.stderr
-    assert "Traceback" not in proc.stderr
-
-
 def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
     cmd = [sys.executable, str(SCRIPTS / "ppo_atari.py"), *TINY, "--overlap", "--total-timesteps", "10000000"]
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -156,9 +149,10 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
     finally:
         proc.kill()
     assert proc.returncode == 130, err
-    assert "Traceback" not in err and "interrupted at step" in out
+    assert "Traceback" not in err
     (run_dir,) = (tmp_path / "runs").iterdir()
     ckpt = load_checkpoint(run_dir / "checkpoint.pt")
+    assert f"interrupted at step {ckpt['global_step']:,} (iteration {ckpt['iteration']}): saved " in out, out
     assert ckpt["global_step"] == ckpt["iteration"] * 32 and ckpt["iteration"] >= 1
 
 
@@ -167,4 +161,4 @@ def test_script_imports_without_running():
     spec = importlib.util.spec_from_file_location("check_ppo_atari", SCRIPTS / "ppo_atari.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    assert hasattr(module, "main") and module.eval_env_kwargs(module.Args())["episodic_life"] is False
+    assert hasattr(module, "main") and module.EVAL_ENV_KWARGS["episodic_life"] is False

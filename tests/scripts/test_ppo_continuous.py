@@ -137,17 +137,6 @@ def test_ant_preset_is_loaded_and_command_line_wins(tmp_path):
     assert args["config"].endswith("ant_5min.toml") and args["hidden_size"] == preset["hidden_size"]
 
 
-def test_bad_arguments_fail_with_a_message(tmp_path):
-    proc = run("ppo_continuous.py", *TINY, *TASK, "--total-timesteps", "10", cwd=tmp_path)
-    assert proc.returncode != 0 and "one rollout of 32 steps" in proc.stderr
-    proc = run("ppo_continuous.py", *TINY, "--env-id", "CartPole-v1", "--total-timesteps", "32", cwd=tmp_path)
-    assert proc.returncode != 0 and "needs Box" in proc.stderr
-    if not torch.cuda.is_available():
-        proc = run("ppo_continuous.py", *TINY, *TASK, "--total-timesteps", "32", "--cudagraphs", cwd=tmp_path)
-        assert proc.returncode != 0 and "--cudagraphs needs a CUDA device" in proc.stderr
-        assert "Traceback" not in proc.stderr
-
-
 def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
     cmd = [sys.executable, str(SCRIPTS / "ppo_continuous.py"), *TINY, *TASK, "--total-timesteps", "10000000"]
     proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -160,9 +149,10 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
     finally:
         proc.kill()
     assert proc.returncode == 130, err
-    assert "Traceback" not in err and "interrupted at step" in out
+    assert "Traceback" not in err
     (run_dir,) = (tmp_path / "runs").iterdir()
     ckpt = load_checkpoint(run_dir / "checkpoint.pt")
+    assert f"interrupted at step {ckpt['global_step']:,} (iteration {ckpt['iteration']}): saved " in out, out
     assert ckpt["global_step"] == ckpt["iteration"] * 32 and ckpt["iteration"] >= 1
     assert obs_count(ckpt) >= 2 * (1 + 16 * ckpt["iteration"])  # the statistics as of the interrupt
 
