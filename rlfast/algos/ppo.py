@@ -137,7 +137,8 @@ class Rollout:
         """The rollout flattened to rows [T * B, ...] with its advantages and returns, as ppo_update takes it."""
         n = self.rewards.numel()
         return {
-            "obs": self.obs.reshape(n, *self.obs.shape[2:]), "actions": self.actions.reshape(n, *self.actions.shape[2:]),
+            "obs": self.obs.reshape(n, *self.obs.shape[2:]),
+            "actions": self.actions.reshape(n, *self.actions.shape[2:]),
             "logprobs": self.logprobs.reshape(-1), "advantages": advantages.reshape(-1),
             "returns": returns.reshape(-1), "values": self.values.reshape(-1),
         }  # fmt: skip
@@ -318,5 +319,9 @@ def learn(
         max_grad_norm=args.max_grad_norm, target_kl=args.target_kl,
     ).tolist()  # fmt: skip
     explained_var = explained_variance(batch["values"], batch["returns"]).item()
-    return {"charts/learning_rate": optimizer.param_groups[0]["lr"],
-            **{f"losses/{k}": v for k, v in zip(LOSS_NAMES, stats)}, "losses/explained_variance": explained_var}  # fmt: skip
+    losses = {f"losses/{k}": v for k, v in zip(LOSS_NAMES, stats)}
+    return {
+        "charts/learning_rate": optimizer.param_groups[0]["lr"],
+        **losses,
+        "losses/explained_variance": explained_var,
+    }

@@ -120,6 +120,33 @@ class RunArgs:
         return problems
 
 
+def run_problems(
+    args: RunArgs, script: str, families: Sequence[str], iterations: int, steps_per_iteration: int, start: int
+) -> list[str]:
+    """What stops a run before it starts: the flags' own problems first, then (when they are fine) a task
+    outside ``families``, no whole iteration in --total-timesteps, --cudagraphs without CUDA, and a resumed
+    run whose checkpoint already holds ``start`` >= ``iterations`` iterations."""
+    problems = args.validate()
+    if problems:
+        return problems
+    if families:
+        try:
+            family = rlfast.task_family(args.env_id)
+        except ValueError as e:
+            return [f"--env-id: {e}"]
+        if family not in families:
+            problems.append(f"{script} trains {' or '.join(families)} tasks; {args.env_id} is from the {family} family")
+    if iterations < 1:
+        problems.append(f"--total-timesteps {args.total_timesteps:,} is less than one iteration of "
+                        f"{steps_per_iteration:,} steps")  # fmt: skip
+    if args.cudagraphs and not (args.cuda and torch.cuda.is_available()):
+        problems.append("--cudagraphs needs a CUDA device (none available, or --no-cuda); run without it")
+    if start >= iterations >= 1:
+        problems.append(f"{args.resume} already holds {start} of the {iterations} iterations asked for; "
+                        "raise --total-timesteps to continue it")  # fmt: skip
+    return problems
+
+
 def fail(*problems: str) -> SystemExit:
     """The exit of a bad command line: one ``error: ...`` line per problem on stderr, status 1 (raise it)."""
     return SystemExit("\n".join(f"error: {p}" for p in problems))
@@ -142,27 +169,8 @@ class Run:
     ) -> None:
         """``iterations`` of ``steps_per_iteration`` env steps each make the run; ``families``: the task
         families the trainer can train (``rlfast.task_family``; empty: any)."""
-        problems = args.validate()
-        if not problems and families:
-            try:
-                family = rlfast.task_family(args.env_id)
-            except ValueError as e:
-                problems.append(f"--env-id: {e}")
-            else:
-                if family not in families:
-                    problems.append(f"{script} trains {' or '.join(families)} tasks; {args.env_id} is from the {family} family")
-        if not problems and iterations < 1:
-            problems.append(
-                f"--total-timesteps {args.total_timesteps:,} is less than one iteration of {steps_per_iteration:,} steps"
-            )
-        if not problems and args.cudagraphs and not (args.cuda and torch.cuda.is_available()):
-            problems.append("--cudagraphs needs a CUDA device (none available, or --no-cuda); run without it")
         start_iteration = int(ckpt["iteration"]) if ckpt else 0
-        if not problems and start_iteration >= iterations:
-            problems.append(
-                f"{args.resume} already holds {start_iteration} of the {iterations} iterations asked for; "
-                "raise --total-timesteps to continue it"
-            )
+        problems = run_problems(args, script, families, iterations, steps_per_iteration, start_iteration)
         if problems:
             raise fail(*problems)
         if iterations * steps_per_iteration != args.total_timesteps:

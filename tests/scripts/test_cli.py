@@ -69,9 +69,9 @@ def tiny_checkpoint(path, script="ppo.py", **overrides):
 
 # (script, flags, a piece of the one-line message)
 BAD_FLAGS = [
-    ("ppo_atari.py", ["--env-id", "CartPole-v1"], "ppo_atari.py trains atari tasks; CartPole-v1 is from the classic_control family"),
+    ("ppo_atari.py", ["--env-id", "CartPole-v1"], "trains atari tasks; CartPole-v1 is from the classic_control family"),
     ("ppo.py", ["--env-id", "Pong-v5"], "ppo.py trains classic_control tasks; Pong-v5 is from the atari family"),
-    ("ppo_continuous.py", ["--env-id", "Pong-v5"], "trains mujoco or classic_control tasks; Pong-v5 is from the atari family"),
+    ("ppo_continuous.py", ["--env-id", "Pong-v5"], "trains mujoco or classic_control tasks; Pong-v5 is from the atari"),
     ("ppo.py", ["--env-id", "Pendulum-v1"], "Pendulum-v1 has a Box action space; ppo.py needs Discrete"),
     ("ppo_continuous.py", ["--env-id", "CartPole-v1"], "has a Discrete action space; ppo_continuous.py needs Box"),
     ("ppo_atari.py", ["--env-id", "Pong-v4"], "--env-id: unknown task id 'Pong-v4'; did you mean 'Pong-v5'"),
