@@ -111,13 +111,17 @@ def main(args: Args) -> int:
     except ValueError as e:
         raise SystemExit(f"error: {env_id}: {e}") from None
     with envs:
-        agent = script.make_agent(train_args, envs.single_observation_space, envs.single_action_space).to(device)
+        agent = script.make_agent(train_args, envs.single_observation_space, envs.single_action_space)
         problems = contract_problems(script, agent)
         if problems:
             raise SystemExit(f"error: {ckpt['script']} cannot be evaluated: {'; '.join(problems)} "
                              "(the contract: rlfast.algos.checkpoint.Policy)")  # fmt: skip
-        agent.load_state_dict(ckpt["models"]["agent"])
-        agent.eval()
+        try:
+            agent.load_state_dict(ckpt["models"]["agent"])
+        except RuntimeError as e:  # e.g. --env-id with another number of actions than the trained task
+            raise SystemExit(f"error: the checkpoint's network does not fit {env_id}'s spaces: "
+                             f"{str(e).splitlines()[-1].strip()}") from None  # fmt: skip
+        agent = agent.to(device).eval()
         obs_normalizer = None
         if "obs" in ckpt["normalizers"]:
             obs_normalizer = ObsNormalizer(envs.single_observation_space.shape, device=device)

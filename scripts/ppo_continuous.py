@@ -9,7 +9,7 @@ where the time goes.
     python scripts/ppo_continuous.py --env-id Hopper-v5 --seed 2
     python scripts/ppo_continuous.py --config configs/ant_5min.toml    # 16 cores + 1 GPU (see the file)
     python scripts/ppo_continuous.py --resume runs/<run>/checkpoint.pt # continue that run (same run dir)
-    python scripts/evaluate.py runs/<run>/checkpoint.pt
+    python scripts/evaluate.py runs/<run>
     tensorboard --logdir runs
 
 CleanRL's wrappers, in torch: ``ClipAction`` (the env gets the action clipped to its bounds, the
@@ -23,7 +23,7 @@ Data path of a step: the pool writes float64 observations into its (pinned with 
 non-blocking copy takes them to the device, where they are normalized and become float32; the
 clipped actions come back through a pinned host buffer (non-blocking copy, one sync, ``send``).
 Episode ends use next-step autoreset and CleanRL's done convention (``rlfast/algos/gae.py``).
-Ctrl-C saves ``checkpoint.pt`` into the run dir, closes the pool and exits with status 130.
+The run layer (``rlfast/algos/run.py``) does what every trainer does alike.
 """
 
 import sys

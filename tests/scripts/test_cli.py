@@ -199,6 +199,9 @@ def test_evaluate_takes_a_run_dir_and_names_what_is_missing(tmp_path):
     assert code == f"error: {tmp_path} is a folder without a checkpoint.pt (is it a run dir?)"
     code = run_main("evaluate.py", [str(run_dir), "--env-id", "CartPol-v1"], tmp_path)
     assert code.startswith("error: CartPol-v1: unknown task id 'CartPol-v1'"), code
+    code = run_main("evaluate.py", [str(run_dir), "--env-id", "Acrobot-v1"], tmp_path)  # 6 observations, 3 actions
+    assert code.startswith("error: the checkpoint's network does not fit Acrobot-v1's spaces: "), code
+    assert "size mismatch" in code and "\n" not in code, code
     # plot_profile.py is a script (with an Args dataclass), but not a trainer: evaluate.py says what it lacks.
     tiny_checkpoint(tmp_path / "other" / "checkpoint.pt", script="plot_profile.py")
     code = run_main("evaluate.py", [str(tmp_path / "other")], tmp_path)
