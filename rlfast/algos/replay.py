@@ -1,0 +1,218 @@
+"""A replay buffer on the training device that stores each observation once.
+
+One ring of ``capacity // num_envs`` slots per env stream. Slot ``t`` of env ``e`` holds what that
+env's step ``t`` started from and produced::
+
+    obs        the observation o_t the action was chosen from: for Atari one 84x84 frame (pool
+               ``stack_num=1``), never a stack, and never a second copy as anyone's next_obs
+    action, reward, terminated, truncated   of the step from o_t
+    first      o_t starts a game: stacks repeat it instead of reaching back (``rlfast.FrameStack``'s rule)
+
+A transition is ``(stack(o_t), a_t, r_t, stack(o_{t+1}), terminated_t)``; both stacks are rebuilt at
+sample time from consecutive slots, exactly as the acting side's ``FrameStack`` saw them: the
+``stack`` newest frames up to ``t``, the oldest ones replaced by the game's first frame where the
+game is younger than the stack. Under next-step autoreset the step from a terminal observation is
+the pool's reset step (its action ignored, reward 0): no transition, and never sampled. Under
+Atari's ``episodic_life`` a life lost ends an episode (``terminated``) but not the game: the
+stack runs on through the terminal and the reset observation, as it does when acting.
+
+``sample`` draws uniformly among the transitions held (``cumsum`` + ``searchsorted`` over the
+valid-slot mask, on the buffer's device): no host sync, no Python loop over samples or envs.
+Once an env's ring has wrapped, its ``stack - 1`` oldest slots are not sampled: older frames their
+stacks may need are overwritten.
+
+Memory: ``capacity`` x (obs bytes + action bytes + 7 bytes); Atari at 1M transitions: 7.06 GB of
+frames + 16 MB. ``nbytes`` says it.
+"""
+
+import math
+from typing import Optional, Sequence, Union
+
+import torch
+
+Device = Union[str, torch.device]
+
+
+class ReplayBuffer:
+    """Preallocated rings of ``capacity // num_envs`` steps per env, on ``device``.
+
+    ``add`` one step of a batch of envs (all of them in env order, or ``env_ids``); ``sample``
+    ``batch_size`` transitions as a dict of tensors on the device:
+    ``obs`` [B, stack * obs_shape[0], *obs_shape[1:]] (``obs_shape`` when ``stack == 1``),
+    ``actions`` [B, *action_shape], ``rewards`` [B] float32, ``next_obs`` like ``obs``,
+    ``dones`` [B] float32 (1.0 where the step terminated: no bootstrap; truncations bootstrap),
+    and ``env_ids`` / ``steps`` [B] int64, the stream and step each transition came from.
+    """
+
+    def __init__(
+        self,
+        capacity: int,
+        num_envs: int,
+        obs_shape: Sequence[int],
+        obs_dtype: torch.dtype = torch.float32,
+        action_shape: Sequence[int] = (),
+        action_dtype: torch.dtype = torch.long,
+        stack: int = 1,
+        device: Device = "cpu",
+    ) -> None:
+        if num_envs < 1 or stack < 1:
+            raise ValueError(f"num_envs ({num_envs}) and stack ({stack}) must be >= 1")
+        per_env = capacity // num_envs
+        if per_env < stack + 2:
+            raise ValueError(
+                f"capacity {capacity} gives {per_env} slots per env for {num_envs} envs; "
+                f"needs at least stack + 2 = {stack + 2} per env"
+            )
+        self.num_envs, self.per_env, self.stack = num_envs, per_env, stack
+        self.capacity = per_env * num_envs
+        self.obs_shape, self.action_shape = tuple(obs_shape), tuple(action_shape)
+        self.device = torch.device(device)
+        N, C = num_envs, per_env
+        self.obs = torch.zeros((N, C, *self.obs_shape), dtype=obs_dtype, device=self.device)
+        self.actions = torch.zeros((N, C, *self.action_shape), dtype=action_dtype, device=self.device)
+        self.rewards = torch.zeros((N, C), dtype=torch.float32, device=self.device)
+        self.terminated = torch.zeros((N, C), dtype=torch.bool, device=self.device)
+        self.truncated = torch.zeros((N, C), dtype=torch.bool, device=self.device)
+        self.first = torch.zeros((N, C), dtype=torch.bool, device=self.device)
+        self.is_transition = torch.zeros((N, C), dtype=torch.bool, device=self.device)
+        """the step from this slot's observation is a real transition (not the pool's reset step)"""
+        self.count = torch.zeros(N, dtype=torch.long, device=self.device)
+        """steps added per env (stream time of the next slot to write)"""
+        self._ended = torch.zeros(N, dtype=torch.bool, device=self.device)  # the env's last step ended an episode
+        self._all_envs = torch.arange(N, device=self.device)
+        self._offsets = torch.arange(-(stack - 1), 2, device=self.device)  # window t-(stack-1) .. t+1
+        self._rows_added = 0
+        self._cumsum: Optional[torch.Tensor] = None  # cumulative valid-slot counts, until the next add
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of device memory the buffer holds."""
+        tensors = (self.obs, self.actions, self.rewards, self.terminated, self.truncated, self.first,
+                   self.is_transition, self.count, self._ended)  # fmt: skip
+        return sum(t.numel() * t.element_size() for t in tensors)
+
+    def __len__(self) -> int:
+        """An upper bound on the transitions held, known without a device sync: the slots written
+        (at most ``capacity``) less the newest of each env, which has no next observation yet."""
+        return max(min(self._rows_added, self.capacity) - self.num_envs, 0)
+
+    def add(
+        self,
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        rewards: torch.Tensor,
+        terminated: torch.Tensor,
+        truncated: torch.Tensor,
+        first: Optional[torch.Tensor] = None,
+        env_ids: Optional[torch.Tensor] = None,
+    ) -> None:
+        """One step of ``B`` envs (all ``num_envs`` in env order, or those in ``env_ids`` [B]).
+
+        obs: [B, *obs_shape], the observations the actions were chosen from; actions: [B,
+        *action_shape]; rewards, terminated, truncated: [B], what the step returned; first: [B]
+        bool, the observation starts a game (``info["new_game"]`` of the result that brought it;
+        None: no game starts here). An env's first step always counts as a game start. Tensors may
+        live on any device (copied to the buffer's, non-blocking from pinned memory).
+        """
+        B = obs.shape[0]
+        ids = self._all_envs if env_ids is None else env_ids.to(self.device, torch.long, non_blocking=True)
+        if env_ids is None and B != self.num_envs:
+            raise ValueError(f"add() got {B} observations for {self.num_envs} envs; pass env_ids for a subset")
+        self._check("obs", obs, (B, *self.obs_shape), self.obs.dtype)
+        self._check("actions", actions, (B, *self.action_shape), self.actions.dtype)
+        for name, value in (("rewards", rewards), ("terminated", terminated), ("truncated", truncated),
+                            ("first", first), ("env_ids", env_ids)):  # fmt: skip
+            if value is not None and tuple(value.shape) != (B,):
+                raise ValueError(f"{name} has shape {tuple(value.shape)}; expected ({B},)")
+
+        def dev(x: torch.Tensor) -> torch.Tensor:
+            return x.to(self.device, non_blocking=True)
+
+        step = self.count[ids]
+        slot = step % self.per_env
+        self.obs[ids, slot] = dev(obs)
+        self.actions[ids, slot] = dev(actions)
+        self.rewards[ids, slot] = dev(rewards).to(torch.float32)
+        term, trunc = dev(terminated).to(torch.bool), dev(truncated).to(torch.bool)
+        self.terminated[ids, slot] = term
+        self.truncated[ids, slot] = trunc
+        starts = step == 0 if first is None else (dev(first).to(torch.bool) | (step == 0))
+        self.first[ids, slot] = starts
+        self.is_transition[ids, slot] = ~self._ended[ids]
+        self._ended[ids] = term | trunc
+        self.count[ids] = step + 1
+        self._rows_added += B
+        self._cumsum = None
+
+    def _check(self, name: str, value: torch.Tensor, shape: tuple, dtype: torch.dtype) -> None:
+        if tuple(value.shape) != shape:
+            raise ValueError(f"{name} has shape {tuple(value.shape)}; expected {shape}")
+        if value.dtype != dtype:
+            raise ValueError(f"{name} has dtype {value.dtype}; expected {dtype}")
+
+    def valid(self) -> torch.Tensor:
+        """[num_envs, per_env] bool: the slots whose transition can be sampled now."""
+        C = self.per_env
+        n = self.count[:, None]  # [N, 1]
+        slot = torch.arange(C, device=self.device)[None, :]
+        step = n - 1 - (n - 1 - slot) % C  # the newest stream time stored in each slot (< 0: never written)
+        oldest = (n - C).clamp(min=0)
+        history = torch.where(n > C, oldest + (self.stack - 1), oldest)
+        return (step >= history) & (step < n - 1) & self.is_transition
+
+    def sample_indices(self, batch_size: int, generator: Optional[torch.Generator] = None) -> torch.Tensor:
+        """[batch_size] flat slot indices (``env * per_env + slot``) drawn uniformly among valid slots."""
+        if not 1 <= batch_size <= len(self):
+            raise ValueError(f"cannot sample {batch_size} transitions: the buffer holds at most {len(self)}")
+        if self._cumsum is None:
+            self._cumsum = self.valid().reshape(-1).cumsum(0)
+        total = self._cumsum[-1]
+        u = torch.rand(batch_size, device=self.device, generator=generator)
+        rank = (u * total).long().clamp_(max=total - 1) + 1  # 1..total: the rank-th valid slot
+        return torch.searchsorted(self._cumsum, rank)
+
+    def get(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The transitions at flat slot indices [B] (see ``sample``); any valid slots."""
+        C, S = self.per_env, self.stack
+        env = torch.div(flat, C, rounding_mode="floor")
+        slot = flat % C
+        n = self.count[env]
+        t = n - 1 - (n - 1 - slot) % C  # stream time of each slot
+        window = t[:, None] + self._offsets  # [B, S + 1]: t-(S-1) .. t+1
+        # A game start inside the window cuts the history before it (FrameStack repeats the first frame).
+        starts = self.first[env[:, None], window % C] & (window >= 0)
+        positions = torch.arange(S + 1, device=self.device).expand_as(window)
+        obs_start = torch.where(starts[:, :S], positions[:, :S], -1).amax(1, keepdim=True)
+        next_start = torch.where(starts[:, 1:], positions[:, 1:], 0).amax(1, keepdim=True)
+        obs_pos = torch.maximum(positions[:, :S], obs_start)
+        next_pos = torch.maximum(positions[:, 1:], next_start)
+        e2 = env[:, None]
+        frames_obs = self.obs[e2, window.gather(1, obs_pos) % C]  # [B, S, *obs_shape]
+        frames_next = self.obs[e2, window.gather(1, next_pos) % C]
+        return {
+            "obs": self._stacked(frames_obs),
+            "actions": self.actions[env, slot],
+            "rewards": self.rewards[env, slot],
+            "next_obs": self._stacked(frames_next),
+            "dones": self.terminated[env, slot].to(torch.float32),
+            "env_ids": env,
+            "steps": t,
+        }
+
+    def sample(self, batch_size: int, generator: Optional[torch.Generator] = None) -> dict[str, torch.Tensor]:
+        """``batch_size`` transitions drawn uniformly (with replacement) among those held; see the class."""
+        return self.get(self.sample_indices(batch_size, generator))
+
+    def _stacked(self, frames: torch.Tensor) -> torch.Tensor:
+        """[B, S, *obs_shape] -> [B, S * obs_shape[0], *obs_shape[1:]] (the pool's stacking), or [B, *obs_shape]."""
+        if self.stack == 1:
+            return frames[:, 0]
+        return frames.reshape(frames.shape[0], -1, *self.obs_shape[1:])
+
+
+def format_bytes(n: int) -> str:
+    """``7.06 GB``-style (powers of 1000, as the README's memory figures)."""
+    if n < 1000:
+        return f"{n} B"
+    exp = min(int(math.log(n, 1000)), 4)
+    return f"{n / 1000**exp:.2f} {' kMGT'[exp]}B"
