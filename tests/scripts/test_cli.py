@@ -25,7 +25,7 @@ from rlfast.algos.config import parse_or_resume
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"
-TRAINERS = ("ppo.py", "ppo_atari.py", "ppo_continuous.py")
+TRAINERS = ("ppo.py", "ppo_atari.py", "ppo_continuous.py", "dqn.py")
 
 
 def load(name):
@@ -91,6 +91,11 @@ BAD_FLAGS = [
     ("ppo_continuous.py", ["--hidden-size", "0"], "--hidden-size must be > 0, got 0"),
     ("ppo_atari.py", ["--num-envs", "3", "--overlap"], "--num-envs 3 must be even"),
     ("ppo.py", ["--resume", "nowhere/checkpoint.pt"], "--resume: no checkpoint at nowhere/checkpoint.pt: no such file"),
+    ("dqn.py", ["--env-id", "Pendulum-v1"], "Pendulum-v1 has a Box action space; dqn.py needs Discrete"),
+    ("dqn.py", ["--env-id", "Breakout-v5"], "dqn.py trains classic_control tasks; Breakout-v5 is from the atari"),
+    ("dqn.py", ["--num-envs", "0"], "--num-envs must be >= 1, got 0"),
+    ("dqn.py", ["--buffer-size", "100"], "--buffer-size 100 must hold --batch-size 128 transitions"),
+    ("dqn.py", ["--replay-ratio", "0"], "--replay-ratio must be > 0, got 0.0"),
 ]
 if not torch.cuda.is_available():
     BAD_FLAGS.append(("ppo_continuous.py", ["--cudagraphs"], "--cudagraphs needs a CUDA device"))

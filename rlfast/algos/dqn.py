@@ -1,0 +1,122 @@
+"""DQN (Mnih et al. 2015) as in CleanRL, for the DQN trainers in ``scripts/``.
+
+DQNArgs         CleanRL's dqn.py hyperparameters, plus num_envs, replay_ratio and Double DQN
+linear_schedule CleanRL's epsilon schedule
+epsilon_greedy  random actions with probability epsilon, decided per env on the device (no host round trip)
+td_loss         the one-step TD loss against a target network (optionally Double DQN)
+soft_update     target <- tau * online + (1 - tau) * target
+"""
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from rlfast.algos.run import RunArgs
+
+
+@dataclass
+class DQNArgs(RunArgs):
+    """CleanRL's ``dqn.py`` hyperparameters (its defaults); a DQN script's ``Args`` extends this."""
+
+    num_envs: int = 1
+    learning_rate: float = 2.5e-4
+    """the learning rate of the optimizer"""
+    buffer_size: int = 10000
+    """the replay memory buffer size (transitions, shared by all envs)"""
+    gamma: float = 0.99
+    """the discount factor gamma"""
+    tau: float = 1.0
+    """the target network update rate (1: hard copy)"""
+    target_network_frequency: int = 500
+    """env steps between target network updates"""
+    batch_size: int = 128
+    """the batch size of samples from the replay memory"""
+    start_e: float = 1.0
+    """the starting epsilon for exploration"""
+    end_e: float = 0.05
+    """the ending epsilon for exploration"""
+    exploration_fraction: float = 0.5
+    """the fraction of `total-timesteps` it takes from start-e to go end-e"""
+    learning_starts: int = 10000
+    """env steps before learning starts"""
+    replay_ratio: float = 12.8
+    """sampled transitions per env step: batch_size x gradient steps / env steps (CleanRL: 128 every 10 steps)"""
+    num_steps: int = 100
+    """vector steps per iteration (what one log line and one checkpoint-schedule tick cover)"""
+    double_dqn: bool = False
+    """Double DQN targets: the online network picks the next action, the target network values it"""
+
+    @property
+    def steps_per_iteration(self) -> int:
+        return self.num_envs * self.num_steps
+
+    @property
+    def num_iterations(self) -> int:
+        return self.total_timesteps // max(self.steps_per_iteration, 1)  # validate() reports a zero
+
+    def validate(self) -> list[str]:
+        problems = super().validate()
+        for flag, value in (("--buffer-size", self.buffer_size), ("--batch-size", self.batch_size),
+                            ("--target-network-frequency", self.target_network_frequency),
+                            ("--num-steps", self.num_steps)):  # fmt: skip
+            if value < 1:
+                problems.append(f"{flag} must be >= 1, got {value}")
+        for flag, value in (("--learning-rate", self.learning_rate), ("--replay-ratio", self.replay_ratio),
+                            ("--exploration-fraction", self.exploration_fraction)):  # fmt: skip
+            if not 0 < value < math.inf:
+                problems.append(f"{flag} must be > 0, got {value}")
+        for flag, value in (("--gamma", self.gamma), ("--tau", self.tau), ("--start-e", self.start_e),
+                            ("--end-e", self.end_e)):  # fmt: skip
+            if not 0 <= value <= 1:
+                problems.append(f"{flag} must be in [0, 1], got {value}")
+        if not problems and self.buffer_size < self.batch_size + 3 * self.num_envs:
+            least = self.batch_size + 3 * self.num_envs
+            problems.append(f"--buffer-size {self.buffer_size} must hold --batch-size {self.batch_size} transitions "
+                            f"and 3 steps per env: at least {least}")  # fmt: skip
+        if self.learning_starts < self.batch_size:
+            problems.append(f"--learning-starts {self.learning_starts} must be >= --batch-size {self.batch_size}")
+        return problems
+
+
+def linear_schedule(start_e: float, end_e: float, duration: float, t: int) -> float:
+    """Epsilon at env step ``t``: from ``start_e`` linearly to ``end_e`` over ``duration`` steps, then flat."""
+    slope = (end_e - start_e) / duration
+    return max(slope * t + start_e, end_e)
+
+
+def epsilon_greedy(
+    q_values: torch.Tensor, epsilon: float, generator: Optional[torch.Generator] = None
+) -> torch.Tensor:
+    """q_values: [N, A] -> actions [N] int64: uniform random with probability ``epsilon`` (per env), else argmax."""
+    n, num_actions = q_values.shape
+    explore = torch.rand(n, device=q_values.device, generator=generator) < epsilon
+    random = torch.randint(num_actions, (n,), device=q_values.device, generator=generator)
+    return torch.where(explore, random, q_values.argmax(1))
+
+
+def td_loss(
+    q_network: nn.Module, target_network: nn.Module, batch: dict[str, torch.Tensor], gamma: float, double: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """CleanRL's DQN loss on a replay batch (``ReplayBuffer.sample``): MSE between Q(s, a) and
+    ``r + gamma * (1 - done) * Q_target(s', a')``, a' the target's argmax (Double DQN: the online
+    network's). Returns ``(loss, mean Q(s, a))``, scalars on the device."""
+    with torch.no_grad():
+        next_q = target_network(batch["next_obs"])
+        if double:
+            next_value = next_q.gather(1, q_network(batch["next_obs"]).argmax(1, keepdim=True)).squeeze(1)
+        else:
+            next_value = next_q.max(1).values
+        target = batch["rewards"] + gamma * next_value * (1.0 - batch["dones"])
+    q = q_network(batch["obs"]).gather(1, batch["actions"].long().unsqueeze(1)).squeeze(1)
+    return F.mse_loss(q, target), q.detach().mean()
+
+
+@torch.no_grad()
+def soft_update(target: nn.Module, online: nn.Module, tau: float) -> None:
+    """``target <- tau * online + (1 - tau) * target``, parameter by parameter (tau 1: a copy)."""
+    for t, o in zip(target.parameters(), online.parameters()):
+        t.copy_(tau * o + (1.0 - tau) * t)

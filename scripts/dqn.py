@@ -1,0 +1,141 @@
+"""DQN for discrete-action classic control (CartPole, Acrobot, MountainCar) on rlfast's env pool.
+
+CleanRL's ``dqn.py`` (its network and defaults: CartPole-v1, 500k steps, one env, a 10k buffer,
+a batch of 128 every 10 steps, hard target updates every 500 steps, epsilon 1 -> 0.05 over half
+the run), with the replay buffer on the training device (``rlfast/algos/replay.py``), epsilon-greedy
+decided there, and ``--num-envs`` / ``--replay-ratio`` to scale it. The run layer
+(``rlfast/algos/run.py``) does what every trainer does alike.
+
+    python scripts/dqn.py                                    # CleanRL defaults
+    python scripts/dqn.py --config configs/cartpole_dqn.toml # CartPole in about a minute on 2 cores
+    python scripts/evaluate.py runs/<run>                    # greedy; --sample: epsilon 0.01
+
+A vector step: the Q-network picks the actions on the device, ``send`` starts the envs, the
+gradient steps that are due run while they step, then ``recv`` collects the results into the
+buffer. So the action of a step comes from the network as it was before that step's updates
+(CleanRL's order too); the transition it produces is sampleable from the next step on.
+Truncated episodes bootstrap; terminated ones do not (``dones`` = terminated).
+"""
+
+import sys
+from dataclasses import dataclass
+from typing import Optional
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from rlfast.algos.config import parse_or_resume
+from rlfast.algos.dqn import DQNArgs, epsilon_greedy, linear_schedule, soft_update, td_loss
+from rlfast.algos.replay import ReplayBuffer, format_bytes
+from rlfast.algos.run import Run, fail
+
+SCRIPT = "dqn.py"
+EVAL_EPSILON = 0.01
+"""the exploration of a sampled (non-greedy) evaluation"""
+
+
+@dataclass
+class Args(DQNArgs):
+    """CleanRL's dqn.py: DQNArgs' defaults (rlfast/algos/dqn.py) on CartPole-v1."""
+
+    exp_name: str = "dqn"
+    env_id: str = "CartPole-v1"
+    """the task id: a classic control task with discrete actions (rlfast.list_envs())"""
+    total_timesteps: int = 500000
+
+
+class QNetwork(nn.Module):
+    """CleanRL's 120-84 ReLU MLP: one Q-value per action."""
+
+    def __init__(self, obs_dim: int, num_actions: int) -> None:
+        super().__init__()
+        self.network = nn.Sequential(
+            nn.Linear(obs_dim, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, num_actions)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: [N, obs_dim] -> Q-values [N, A]."""
+        return self.network(x)
+
+    def act(self, x: torch.Tensor, greedy: bool = False) -> torch.Tensor:
+        """x: [N, obs_dim] -> actions [N]: argmax when greedy, else epsilon-greedy at EVAL_EPSILON (evaluate.py)."""
+        return epsilon_greedy(self(x), 0.0 if greedy else EVAL_EPSILON)
+
+
+def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> QNetwork:
+    """The Q-network for these spaces (scripts/evaluate.py rebuilds it from a checkpoint with this)."""
+    if not isinstance(action_space, gym.spaces.Discrete):
+        raise fail(f"{args.env_id} has a {type(action_space).__name__} action space; dqn.py needs Discrete")
+    return QNetwork(int(np.prod(obs_space.shape)), int(action_space.n))
+
+
+def main(args: Args, ckpt: Optional[dict] = None) -> int:
+    run = Run(args, SCRIPT, ckpt, iterations=args.num_iterations, steps_per_iteration=args.steps_per_iteration,
+              families=("classic_control",))  # fmt: skip
+    device, timer = run.device, run.timer
+    envs = run.make_env(args.num_envs, num_threads=args.num_threads)
+    obs_space, action_space = envs.single_observation_space, envs.single_action_space
+    q_network = make_agent(args, obs_space, action_space).to(device)
+    optimizer = torch.optim.Adam(q_network.parameters(), lr=args.learning_rate)
+    target_network = make_agent(args, obs_space, action_space).to(device)
+    target_network.load_state_dict(q_network.state_dict())
+    run.track(models={"agent": q_network, "target": target_network}, optimizers={"optimizer": optimizer})
+    loss_fn = run.compile(td_loss)
+
+    N, T = args.num_envs, args.num_steps
+    rb = ReplayBuffer(args.buffer_size, N, obs_space.shape, torch.float32, device=device)
+    print(f"replay buffer: {rb.capacity:,} transitions, {format_bytes(rb.nbytes)} on {device}")
+    host_actions = torch.zeros(N, dtype=torch.int64, pin_memory=device.type == "cuda")
+    ep_done, ep_return = torch.zeros((T, N), dtype=torch.bool), torch.zeros((T, N))
+    ep_length = torch.zeros((T, N), dtype=torch.int32)
+    obs = torch.zeros((N, *obs_space.shape), device=device)  # the observations the next actions are chosen from
+    view, _ = envs.reset()
+    obs.copy_(view)
+    global_step, grad_due, next_target = run.global_step, 0.0, run.global_step + args.target_network_frequency
+    loss = q_mean = torch.zeros((), device=device)
+
+    with run:
+        for _ in run.iterations():
+            for step in range(T):
+                epsilon = linear_schedule(args.start_e, args.end_e, args.exploration_fraction * args.total_timesteps,
+                                          global_step)  # fmt: skip
+                with timer("inference"), torch.no_grad():
+                    actions = epsilon_greedy(q_network(obs), epsilon)
+                with timer("env"):
+                    host_actions.copy_(actions, non_blocking=True)
+                    if device.type == "cuda":
+                        torch.cuda.current_stream().synchronize()
+                    envs.send(host_actions)
+                global_step += N
+                if global_step > args.learning_starts and len(rb) >= args.batch_size:
+                    grad_due += args.replay_ratio * N / args.batch_size
+                with timer("train"):  # while the envs step
+                    for _ in range(int(grad_due)):
+                        loss, q_mean = loss_fn(q_network, target_network, rb.sample(args.batch_size), args.gamma,
+                                               args.double_dqn)  # fmt: skip
+                        optimizer.zero_grad(set_to_none=True)
+                        loss.backward()
+                        optimizer.step()
+                    grad_due -= int(grad_due)
+                    if global_step >= next_target:
+                        soft_update(target_network, q_network, args.tau)
+                        next_target += args.target_network_frequency
+                with timer("env"):
+                    o, r, terminated, truncated, info = envs.recv()
+                    # o, r, terminated, truncated are views into the pool's ring, valid until the second recv
+                    # after this one: add() copies them (non-blocking) before then.
+                    rb.add(obs, actions, r, terminated, truncated)
+                    obs.copy_(o, non_blocking=True)
+                    torch.logical_or(terminated, truncated, out=ep_done[step])
+                    ep_return[step].copy_(info["episode_return"])
+                    ep_length[step].copy_(info["episode_length"])
+
+            scalars = {"losses/td_loss": loss.detach(), "losses/q_values": q_mean, "charts/epsilon": epsilon}
+            run.end_iteration(N * T, scalars, (ep_done, ep_return, ep_length))
+    return run.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main(*parse_or_resume(Args, SCRIPT)))

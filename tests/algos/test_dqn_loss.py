@@ -1,0 +1,73 @@
+"""DQN pieces (rlfast/algos/dqn.py) against hand computations: the epsilon schedule, epsilon-greedy on the
+device, the TD target with and without Double DQN, soft target updates, and the flag checks."""
+
+import pytest
+import torch
+from torch import nn
+
+from rlfast.algos.dqn import DQNArgs, epsilon_greedy, linear_schedule, soft_update, td_loss
+
+
+def test_linear_schedule_matches_cleanrl():
+    assert linear_schedule(1.0, 0.05, 1000, 0) == 1.0
+    assert linear_schedule(1.0, 0.05, 1000, 500) == pytest.approx(0.525)
+    assert linear_schedule(1.0, 0.05, 1000, 1000) == pytest.approx(0.05)
+    assert linear_schedule(1.0, 0.05, 1000, 5000) == 0.05
+
+
+def test_epsilon_greedy_explores_at_the_rate_asked_and_is_greedy_otherwise():
+    q = torch.zeros(20000, 4)
+    q[:, 2] = 1.0
+    g = torch.Generator().manual_seed(0)
+    assert torch.equal(epsilon_greedy(q, 0.0, g), torch.full((20000,), 2))
+    actions = epsilon_greedy(q, 0.4, g)
+    # Greedy 60% + a random action that happens to be 2: 10%; the others 10% each.
+    freq = torch.bincount(actions, minlength=4).float() / 20000
+    assert torch.allclose(freq, torch.tensor([0.1, 0.1, 0.7, 0.1]), atol=0.015), freq
+    assert actions.dtype == torch.int64
+
+
+class Table(nn.Module):
+    """Q-values looked up by an integer state stored in obs[:, 0]."""
+
+    def __init__(self, values):
+        super().__init__()
+        self.values = nn.Parameter(torch.tensor(values))
+
+    def forward(self, obs):
+        return self.values[obs[:, 0].long()]
+
+
+def test_td_loss_and_double_dqn_targets():
+    online = Table([[1.0, 2.0], [5.0, 3.0]])
+    target = Table([[0.5, 0.25], [4.0, 6.0]])
+    batch = {"obs": torch.tensor([[0.0], [1.0]]), "next_obs": torch.tensor([[1.0], [1.0]]),
+             "actions": torch.tensor([1, 0]), "rewards": torch.tensor([1.0, 2.0]),
+             "dones": torch.tensor([0.0, 1.0])}  # fmt: skip
+    loss, q_mean = td_loss(online, target, batch, gamma=0.5)
+    # Q(s,a) = [2, 5]; targets: 1 + 0.5 * max(4, 6) = 4, and 2 (done: no bootstrap).
+    assert loss.item() == pytest.approx(((2 - 4) ** 2 + (5 - 2) ** 2) / 2) and q_mean.item() == pytest.approx(3.5)
+    loss, _ = td_loss(online, target, batch, gamma=0.5, double=True)
+    # Double DQN: the online network picks argmax(5, 3) = action 0 in state 1, the target values it at 4.
+    assert loss.item() == pytest.approx(((2 - 3) ** 2 + (5 - 2) ** 2) / 2)
+    loss.backward()
+    assert target.values.grad is None and online.values.grad is not None  # no gradient through the target
+
+
+def test_soft_update():
+    online, target = Table([[1.0, 2.0]]), Table([[3.0, 6.0]])
+    soft_update(target, online, 0.25)
+    assert target.values.tolist() == [[2.5, 5.0]]
+    soft_update(target, online, 1.0)
+    assert target.values.tolist() == [[1.0, 2.0]]
+
+
+def test_flag_checks():
+    assert DQNArgs().validate() == []
+    problems = DQNArgs(learning_starts=64, replay_ratio=0, gamma=2.0).validate()
+    assert any(p.startswith("--replay-ratio must be > 0") for p in problems)
+    assert any(p.startswith("--gamma must be in [0, 1]") for p in problems)
+    assert any(p.startswith("--learning-starts 64 must be >= --batch-size 128") for p in problems)
+    assert DQNArgs(buffer_size=100, num_envs=4).validate() == [
+        "--buffer-size 100 must hold --batch-size 128 transitions and 3 steps per env: at least 140"
+    ]

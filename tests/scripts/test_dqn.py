@@ -1,0 +1,118 @@
+"""scripts/dqn.py end to end with seconds-long budgets: run dir, tensorboard tags, checkpoint contents, the replay
+buffer's size line, evaluate.py on the checkpoint, --resume, Ctrl-C, and a slow test that solves CartPole with
+the preset. The pieces are checked in tests/algos/test_dqn.py and tests/algos/test_replay.py."""
+
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from rlfast.algos.checkpoint import load_checkpoint
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = ROOT / "scripts"
+TINY = ["--num-envs", "2", "--num-steps", "50", "--learning-starts", "200", "--batch-size", "32",
+        "--buffer-size", "500", "--target-network-frequency", "300", "--no-cuda", "--torch-threads", "1",
+        "--runs-dir", "runs"]  # fmt: skip
+
+
+def run(script, *args, cwd, timeout=180):
+    return subprocess.run([sys.executable, str(SCRIPTS / script), *args], check=False, capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("dqn")
+    proc = run("dqn.py", *TINY, "--total-timesteps", "1000", "--save-interval", "5", cwd=tmp)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run_dir,) = (tmp / "runs").iterdir()
+    return run_dir, proc
+
+
+def test_smoke_run_outputs_and_checkpoint(smoke_run):
+    run_dir, proc = smoke_run
+    assert re.fullmatch(r"CartPole-v1__dqn__1__\d+", run_dir.name)
+    # obs 8,000 B, actions 4,000, rewards 2,000, flags and counters 2,018
+    assert "replay buffer: 500 transitions, 16.02 kB on cpu" in proc.stdout
+    assert re.search(r"step\s+1,000/1,000 \|\s+[\d,]+ SPS \| ETA 0:00:00 \| return", proc.stdout)
+    assert {"checkpoint.pt", "checkpoint_000005.pt", "checkpoint_000010.pt"} <= {p.name for p in run_dir.iterdir()}
+    ckpt = load_checkpoint(run_dir)
+    assert ckpt["script"] == "dqn.py" and (ckpt["iteration"], ckpt["global_step"]) == (10, 1000)
+    assert set(ckpt["models"]) == {"agent", "target"} and ckpt["optimizers"]["optimizer"]["state"]
+    # 800 steps after learning starts at a replay ratio of 12.8 and batches of 32: 320 gradient steps. The target
+    # network, copied at steps 300, 600 and 900, lags the online network, and it was updated since step 500.
+    def differ(a, b):
+        return any((x != y).any() for x, y in zip(a.values(), b.values()))
+
+    assert differ(ckpt["models"]["agent"], ckpt["models"]["target"])
+    assert differ(ckpt["models"]["target"], load_checkpoint(run_dir / "checkpoint_000005.pt")["models"]["target"])
+    acc = EventAccumulator(str(run_dir))
+    acc.Reload()
+    expected = {"charts/episodic_return", "charts/episodic_length", "charts/SPS", "charts/epsilon", "losses/td_loss",
+                "losses/q_values", "perf/env", "perf/inference", "perf/train", "perf/other"}  # fmt: skip
+    assert expected <= set(acc.Tags()["scalars"])
+    eps = [e.value for e in acc.Scalars("charts/epsilon")]
+    # Logged after each iteration: epsilon of its last step, CleanRL's schedule over 0.5 x 1000 steps.
+    assert eps[0] == pytest.approx(1 - 0.95 * 98 / 500) and eps[-1] == pytest.approx(0.05)
+    assert eps == sorted(eps, reverse=True)
+    losses = [e.value for e in acc.Scalars("losses/td_loss")]
+    assert losses[0] == 0.0 and losses[-1] > 0.0  # before learning starts, and after
+
+
+def test_evaluate_greedy_and_epsilon(smoke_run):
+    run_dir, _ = smoke_run
+    proc = run("evaluate.py", str(run_dir), "--episodes", "3", cwd=run_dir)
+    assert proc.returncode == 0 and "CartPole-v1: dqn.py checkpoint at step 1,000, greedy policy" in proc.stdout, (
+        proc.stdout + proc.stderr
+    )
+    proc = run("evaluate.py", str(run_dir), "--episodes", "3", "--sample", cwd=run_dir)
+    assert proc.returncode == 0 and "sampled policy" in proc.stdout, proc.stderr
+
+
+def test_resume_continues_the_count(smoke_run, tmp_path):
+    run_dir, _ = smoke_run
+    copy = tmp_path / run_dir.name
+    copy.mkdir()
+    (copy / "checkpoint.pt").write_bytes((run_dir / "checkpoint.pt").read_bytes())
+    proc = run("dqn.py", "--resume", str(copy), "--total-timesteps", "1400", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    ckpt = load_checkpoint(copy)
+    assert (ckpt["iteration"], ckpt["global_step"]) == (14, 1400) and "profile over 4 iterations" in proc.stdout
+
+
+def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
+    cmd = [sys.executable, str(SCRIPTS / "dqn.py"), *TINY, "--total-timesteps", "10000000"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().startswith("replay buffer:")
+        assert proc.stdout.readline().startswith("run dir:")
+        assert proc.stdout.readline().startswith("step")
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    ckpt = load_checkpoint(run_dir)
+    assert f"interrupted at step {ckpt['global_step']:,} (iteration {ckpt['iteration']})" in out
+    assert ckpt["global_step"] == ckpt["iteration"] * 100 and ckpt["iteration"] >= 1
+
+
+@pytest.mark.slow
+def test_cartpole_preset_reaches_400(tmp_path):
+    start = time.perf_counter()
+    proc = run("dqn.py", "--config", str(ROOT / "configs" / "cartpole_dqn.toml"), "--no-cuda", cwd=tmp_path,
+               timeout=600)  # fmt: skip
+    seconds = time.perf_counter() - start
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    last = [line for line in proc.stdout.splitlines() if line.startswith("step")][-1]
+    mean_return = float(re.search(r"return\s+([\d.]+) \(last 20 ep\)", last).group(1))
+    print(f"{last} in {seconds:.0f} s")
+    assert mean_return >= 400, last
