@@ -174,27 +174,28 @@ class ReplayBuffer:
     def get(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
         """The transitions at flat slot indices [B] (see ``sample``); any valid slots."""
         C, S = self.per_env, self.stack
+        B = flat.shape[0]
         env = torch.div(flat, C, rounding_mode="floor")
-        slot = flat % C
         n = self.count[env]
-        t = n - 1 - (n - 1 - slot) % C  # stream time of each slot
+        t = n - 1 - (n - 1 - flat % C) % C  # stream time of each slot
         window = t[:, None] + self._offsets  # [B, S + 1]: t-(S-1) .. t+1
+        base = (env * C)[:, None]
         # A game start inside the window cuts the history before it (FrameStack repeats the first frame).
-        starts = self.first[env[:, None], window % C] & (window >= 0)
+        starts = self.first.view(-1)[base + window % C] & (window >= 0)
         positions = torch.arange(S + 1, device=self.device).expand_as(window)
         obs_start = torch.where(starts[:, :S], positions[:, :S], -1).amax(1, keepdim=True)
         next_start = torch.where(starts[:, 1:], positions[:, 1:], 0).amax(1, keepdim=True)
-        obs_pos = torch.maximum(positions[:, :S], obs_start)
-        next_pos = torch.maximum(positions[:, 1:], next_start)
-        e2 = env[:, None]
-        frames_obs = self.obs[e2, window.gather(1, obs_pos) % C]  # [B, S, *obs_shape]
-        frames_next = self.obs[e2, window.gather(1, next_pos) % C]
+        pos = torch.cat((torch.maximum(positions[:, :S], obs_start), torch.maximum(positions[:, 1:], next_start)), 1)
+        # One row copy per frame of both stacks ([B, 2S] rows of the flattened rings): index_select is a
+        # plain gather of contiguous rows, where two-tensor advanced indexing costs far more on a CPU.
+        rows = base + window.gather(1, pos) % C
+        frames = self.obs.view(-1, *self.obs_shape).index_select(0, rows.reshape(-1)).view(B, 2, S, *self.obs_shape)
         return {
-            "obs": self._stacked(frames_obs),
-            "actions": self.actions[env, slot],
-            "rewards": self.rewards[env, slot],
-            "next_obs": self._stacked(frames_next),
-            "dones": self.terminated[env, slot].to(torch.float32),
+            "obs": self._stacked(frames[:, 0]),
+            "actions": self.actions.view(-1, *self.action_shape).index_select(0, flat),
+            "rewards": self.rewards.view(-1).index_select(0, flat),
+            "next_obs": self._stacked(frames[:, 1]),
+            "dones": self.terminated.view(-1).index_select(0, flat).to(torch.float32),
             "env_ids": env,
             "steps": t,
         }
@@ -207,7 +208,7 @@ class ReplayBuffer:
         """[B, S, *obs_shape] -> [B, S * obs_shape[0], *obs_shape[1:]] (the pool's stacking), or [B, *obs_shape]."""
         if self.stack == 1:
             return frames[:, 0]
-        return frames.reshape(frames.shape[0], -1, *self.obs_shape[1:])
+        return frames.reshape(frames.shape[0], -1, *self.obs_shape[1:])  # a view of the gathered rows: no copy
 
 
 def format_bytes(n: int) -> str:

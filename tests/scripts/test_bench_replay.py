@@ -1,0 +1,38 @@
+"""Smoke test of scripts/bench_replay.py: both buffers really fill and sample (tiny sizes), the table and ratios."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load():
+    spec = importlib.util.spec_from_file_location("bench_replay", ROOT / "scripts" / "bench_replay.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_rlfast_and_sb3_side_by_side(capsys):
+    pytest.importorskip("stable_baselines3")
+    bench = load()
+    results = bench.main(bench.Args(capacity=2000, num_envs=4, batch_sizes=[8, 64], seconds=0.05, device="cpu"))
+    assert set(results) == {"rlfast", "sb3", "sb3-optimized"}
+    for r in results.values():
+        assert r["add"] > 0 and r[8] > 0 and r[64] > 0
+    # Frames once (2000 x 7056 B) against obs + next_obs stacks (2 x 4 x 2000 x 7056 B) and one stack copy.
+    assert results["rlfast"]["bytes"] < 2000 * 7056 * 1.01
+    assert results["sb3"]["bytes"] > 7.9 * results["rlfast"]["bytes"]
+    assert results["sb3-optimized"]["bytes"] > 3.9 * results["rlfast"]["bytes"]
+    out = capsys.readouterr().out
+    assert "sample@64/s" in out and "rlfast / sb3: memory 8.0x less" in out
+
+
+def test_unknown_contender_is_refused():
+    bench = load()
+    with pytest.raises(SystemExit, match="unknown contenders nope"):
+        bench.main(bench.Args(contenders=["nope"]))
