@@ -136,7 +136,8 @@ def main(args: Args) -> dict[str, dict]:
     steps = args.capacity // args.num_envs + 10  # fills every ring and wraps it
     data = streams(args, steps)
     print(f"{args.capacity:,} transitions of {args.num_envs} Atari-shaped streams, samples on {args.device}")
-    header = f"{'contender':<14} {'memory':>10} {'add/s':>12}" + "".join(f" {f'sample@{b}/s':>14}" for b in args.batch_sizes)
+    samples = "".join(f" {f'sample@{b}/s':>14}" for b in args.batch_sizes)
+    header = f"{'contender':<14} {'memory':>10} {'add/s':>12}{samples}"
     print(header + "\n" + "-" * len(header))
     results = {}
     for name in args.contenders:
