@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from rlfast.algos.config import parse_or_resume
-from rlfast.algos.dqn import DQNArgs, epsilon_greedy, linear_schedule, soft_update, td_loss
+from rlfast.algos.dqn import DQNArgs, Learner, epsilon_greedy, linear_schedule, td_loss
 from rlfast.algos.replay import ReplayBuffer, format_bytes
 from rlfast.algos.run import Run, fail
 
@@ -82,7 +82,6 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     target_network = make_agent(args, obs_space, action_space).to(device)
     target_network.load_state_dict(q_network.state_dict())
     run.track(models={"agent": q_network, "target": target_network}, optimizers={"optimizer": optimizer})
-    loss_fn = run.compile(td_loss)
 
     N, T = args.num_envs, args.num_steps
     rb = ReplayBuffer(args.buffer_size, N, obs_space.shape, torch.float32, device=device)
@@ -93,8 +92,8 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     obs = torch.zeros((N, *obs_space.shape), device=device)  # the observations the next actions are chosen from
     view, _ = envs.reset()
     obs.copy_(view)
-    global_step, grad_due, next_target = run.global_step, 0.0, run.global_step + args.target_network_frequency
-    loss = q_mean = torch.zeros((), device=device)
+    global_step = run.global_step
+    learner = Learner(q_network, target_network, optimizer, run.compile(td_loss), args, global_step)
 
     with run:
         for _ in run.iterations():
@@ -109,19 +108,8 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
                         torch.cuda.current_stream().synchronize()
                     envs.send(host_actions)
                 global_step += N
-                if global_step > args.learning_starts and len(rb) >= args.batch_size:
-                    grad_due += args.replay_ratio * N / args.batch_size
                 with timer("train"):  # while the envs step
-                    for _ in range(int(grad_due)):
-                        loss, q_mean = loss_fn(q_network, target_network, rb.sample(args.batch_size), args.gamma,
-                                               args.double_dqn)  # fmt: skip
-                        optimizer.zero_grad(set_to_none=True)
-                        loss.backward()
-                        optimizer.step()
-                    grad_due -= int(grad_due)
-                    if global_step >= next_target:
-                        soft_update(target_network, q_network, args.tau)
-                        next_target += args.target_network_frequency
+                    learner.step(rb, global_step, N)
                 with timer("env"):
                     o, r, terminated, truncated, info = envs.recv()
                     # o, r, terminated, truncated are views into the pool's ring, valid until the second recv
@@ -132,8 +120,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
                     ep_return[step].copy_(info["episode_return"])
                     ep_length[step].copy_(info["episode_length"])
 
-            scalars = {"losses/td_loss": loss.detach(), "losses/q_values": q_mean, "charts/epsilon": epsilon}
-            run.end_iteration(N * T, scalars, (ep_done, ep_return, ep_length))
+            run.end_iteration(N * T, {**learner.scalars(), "charts/epsilon": epsilon}, (ep_done, ep_return, ep_length))
     return run.exit_code
 
 

@@ -25,7 +25,7 @@ from rlfast.algos.config import parse_or_resume
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"
-TRAINERS = ("ppo.py", "ppo_atari.py", "ppo_continuous.py", "dqn.py")
+TRAINERS = ("ppo.py", "ppo_atari.py", "ppo_continuous.py", "dqn.py", "dqn_atari.py")
 
 
 def load(name):
@@ -96,6 +96,8 @@ BAD_FLAGS = [
     ("dqn.py", ["--num-envs", "0"], "--num-envs must be >= 1, got 0"),
     ("dqn.py", ["--buffer-size", "100"], "--buffer-size 100 must hold --batch-size 128 transitions"),
     ("dqn.py", ["--replay-ratio", "0"], "--replay-ratio must be > 0, got 0.0"),
+    ("dqn_atari.py", ["--env-id", "CartPole-v1"], "dqn_atari.py trains atari tasks; CartPole-v1 is from the"),
+    ("dqn_atari.py", ["--learning-starts", "8"], "--learning-starts 8 must be >= --batch-size 32"),
 ]
 if not torch.cuda.is_available():
     BAD_FLAGS.append(("ppo_continuous.py", ["--cudagraphs"], "--cudagraphs needs a CUDA device"))

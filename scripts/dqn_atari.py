@@ -1,0 +1,163 @@
+"""DQN for Atari on rlfast's env pool: CleanRL's ``dqn_atari.py``, with frames stored once on the device.
+
+CleanRL's Nature-CNN Q-network and defaults (10M steps, a 1M-transition buffer, batches of 32 every
+4 steps, target copies every 1,000 steps, epsilon 1 -> 0.01 over the first 10%, learning from step
+80,000, ``episodic_life`` and ``reward_clip``), on Breakout-v5, with ``--num-envs`` and
+``--replay-ratio`` to scale it. The run layer (``rlfast/algos/run.py``) does what every trainer does alike.
+
+    python scripts/dqn_atari.py                                   # CleanRL defaults: Breakout-v5, 10M steps
+    python scripts/dqn_atari.py --env-id Pong-v5 --num-envs 128 --batch-size 256 --replay-ratio 8
+    python scripts/evaluate.py runs/<run> --sample                # whole games, raw scores, epsilon 0.01
+
+Data path of a step: the pool (``stack_num=1``) writes each env's newest 84x84 frame into a pinned
+ring; one non-blocking copy takes it to the device, where ``rlfast.FrameStack`` keeps the 4-frame
+stacks the Q-network acts on, and the replay buffer (``rlfast/algos/replay.py``) stores that one
+frame per step and rebuilds the same stacks when it samples: 1M transitions take 7.07 GB. Actions are
+chosen on the device (epsilon-greedy), go back through a pinned buffer, and the envs step while the
+gradient steps that are due run (``send``, update, ``recv``).
+
+``charts/episodic_return`` is the raw score of a whole game (all lives), as CleanRL logs it; learning
+uses the clipped, per-life rewards and ends.
+"""
+
+import sys
+from dataclasses import dataclass
+from typing import Optional
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+import rlfast
+from rlfast.algos.atari_stats import GameStats
+from rlfast.algos.config import parse_or_resume
+from rlfast.algos.dqn import DQNArgs, Learner, epsilon_greedy, linear_schedule, td_loss
+from rlfast.algos.replay import ReplayBuffer, format_bytes
+from rlfast.algos.run import Run, fail
+
+SCRIPT = "dqn_atari.py"
+STACK = 4
+"""frames per observation (the CNN's input channels)"""
+TRAIN_ENV_KWARGS = {"episodic_life": True, "reward_clip": True, "stack_num": 1}
+"""CleanRL's wrappers' options; stack_num=1 because the stacks are built on the device"""
+EVAL_ENV_KWARGS = {"episodic_life": False, "reward_clip": False, "stack_num": STACK}
+"""scripts/evaluate.py's: whole games, raw scores, stacks made by the pool"""
+EVAL_EPSILON = 0.01
+"""the exploration of a sampled (non-greedy) evaluation"""
+
+
+@dataclass
+class Args(DQNArgs):
+    """CleanRL's dqn_atari.py: DQNArgs' defaults (rlfast/algos/dqn.py) but for these."""
+
+    exp_name: str = "dqn_atari"
+    env_id: str = "Breakout-v5"
+    """the Atari task id (rlfast.list_envs())"""
+    total_timesteps: int = 10000000
+    target_return: Optional[float] = None
+    """stop early once the mean raw game score of the last 20 games reaches this"""
+    learning_rate: float = 1e-4
+    buffer_size: int = 1000000
+    target_network_frequency: int = 1000
+    batch_size: int = 32
+    end_e: float = 0.01
+    exploration_fraction: float = 0.10
+    learning_starts: int = 80000
+    replay_ratio: float = 8.0
+
+
+class QNetwork(nn.Module):
+    """CleanRL's Nature CNN (Mnih et al. 2015): 4 stacked 84x84 frames -> one Q-value per action."""
+
+    def __init__(self, num_actions: int) -> None:
+        super().__init__()
+        self.network = nn.Sequential(
+            nn.Conv2d(STACK, 32, 8, stride=4), nn.ReLU(),
+            nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
+            nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(),
+            nn.Flatten(),
+            nn.Linear(3136, 512), nn.ReLU(),
+            nn.Linear(512, num_actions),
+        )  # fmt: skip
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: [N, 4, 84, 84] uint8 -> Q-values [N, A]."""
+        return self.network(x / 255.0)
+
+    def act(self, x: torch.Tensor, greedy: bool = False) -> torch.Tensor:
+        """x: [N, 4, 84, 84] uint8 -> actions [N]: argmax when greedy, else epsilon-greedy at EVAL_EPSILON."""
+        return epsilon_greedy(self(x), 0.0 if greedy else EVAL_EPSILON)
+
+
+def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> QNetwork:
+    """The Q-network for these spaces (scripts/evaluate.py rebuilds it from a checkpoint with this)."""
+    if tuple(obs_space.shape) != (STACK, 84, 84):
+        raise fail(f"{args.env_id} observations are {tuple(obs_space.shape)}; the Nature CNN needs ({STACK}, 84, 84)")
+    return QNetwork(int(action_space.n))
+
+
+def main(args: Args, ckpt: Optional[dict] = None) -> int:
+    run = Run(args, SCRIPT, ckpt, iterations=args.num_iterations, steps_per_iteration=args.steps_per_iteration,
+              families=("atari",))  # fmt: skip
+    device, timer = run.device, run.timer
+    envs = run.make_env(args.num_envs, num_threads=args.num_threads, **TRAIN_ENV_KWARGS)
+    frame_shape = envs.single_observation_space.shape  # (1, 84, 84)
+    obs_space = gym.spaces.Box(0, 255, (STACK * frame_shape[0], *frame_shape[1:]), np.uint8)
+    q_network = make_agent(args, obs_space, envs.single_action_space).to(device)
+    optimizer = torch.optim.Adam(q_network.parameters(), lr=args.learning_rate)
+    target_network = make_agent(args, obs_space, envs.single_action_space).to(device)
+    target_network.load_state_dict(q_network.state_dict())
+    run.track(models={"agent": q_network, "target": target_network}, optimizers={"optimizer": optimizer},
+              env_kwargs=TRAIN_ENV_KWARGS, eval_env_kwargs=EVAL_ENV_KWARGS)  # fmt: skip
+
+    N, T = args.num_envs, args.num_steps
+    rb = ReplayBuffer(args.buffer_size, N, frame_shape, torch.uint8, stack=STACK, device=device)
+    print(f"replay buffer: {rb.capacity:,} transitions, {format_bytes(rb.nbytes)} on {device}")
+    stack = rlfast.FrameStack(N, STACK, frame_shape, device=device)
+    ids = torch.arange(N, device=device)
+    games = GameStats(N)
+    host_actions = torch.zeros(N, dtype=torch.int64, pin_memory=device.type == "cuda")
+    ep_done, ep_return = torch.zeros((T, N), dtype=torch.bool), torch.zeros((T, N))
+    ep_length = torch.zeros((T, N), dtype=torch.int32)
+    # The frame each env's next action is chosen from, and whether it starts a game (what the buffer stores).
+    frame = torch.zeros((N, *frame_shape), dtype=torch.uint8, device=device)
+    first = torch.zeros(N, dtype=torch.bool, device=device)
+    view, info = envs.reset()
+    frame.copy_(view)
+    first.copy_(info["new_game"])
+    obs = stack.update(frame, ids, first)
+    global_step = run.global_step
+    learner = Learner(q_network, target_network, optimizer, run.compile(td_loss), args, global_step)
+
+    with run:
+        for _ in run.iterations():
+            for step in range(T):
+                epsilon = linear_schedule(args.start_e, args.end_e, args.exploration_fraction * args.total_timesteps,
+                                          global_step)  # fmt: skip
+                with timer("inference"), torch.no_grad():
+                    actions = epsilon_greedy(q_network(obs), epsilon)
+                with timer("env"):
+                    host_actions.copy_(actions, non_blocking=True)
+                    if device.type == "cuda":
+                        torch.cuda.current_stream().synchronize()
+                    envs.send(host_actions)
+                global_step += N
+                with timer("train"):  # while the envs step
+                    learner.step(rb, global_step, N)
+                with timer("env"):
+                    o, r, terminated, truncated, info = envs.recv()
+                    # Views into the pool's ring, valid until the second recv after this one: copied below.
+                    rb.add(frame, actions, r, terminated, truncated, first)
+                    frame.copy_(o, non_blocking=True)
+                    first.copy_(info["new_game"], non_blocking=True)
+                    obs = stack.update(frame, ids, first)
+                    ended, score, length = games.update(info["reward"], truncated, info["game_over"], info["new_game"])
+                    ep_done[step], ep_return[step], ep_length[step] = ended, score, length
+
+            run.end_iteration(N * T, {**learner.scalars(), "charts/epsilon": epsilon}, (ep_done, ep_return, ep_length))
+    return run.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main(*parse_or_resume(Args, SCRIPT)))

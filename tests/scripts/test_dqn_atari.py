@@ -1,0 +1,62 @@
+"""scripts/dqn_atari.py end to end with a seconds-long budget: the replay buffer's size line, whole-game episode
+stats, a checkpoint with its evaluation options, gradient steps at the replay ratio, and evaluate.py playing
+whole games with raw scores. The buffer's stacks are checked against the pool's own stacking in
+tests/algos/test_replay.py (a Breakout pool with episodic life)."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from rlfast.algos.checkpoint import load_checkpoint
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = ROOT / "scripts"
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
+def run(script, *args, cwd, timeout=240):
+    return subprocess.run([sys.executable, str(SCRIPTS / script), *args], check=False, capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd, env=ENV)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def breakout_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("dqn_atari")
+    proc = run("dqn_atari.py", "--num-envs", "2", "--num-steps", "64", "--total-timesteps", "768", "--learning-starts",
+               "256", "--batch-size", "16", "--buffer-size", "1024", "--target-network-frequency", "256", "--no-cuda",
+               "--torch-threads", "1", "--runs-dir", "runs", cwd=tmp)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run_dir,) = (tmp / "runs").iterdir()
+    return run_dir, proc
+
+
+def test_run_outputs_and_checkpoint(breakout_run):
+    run_dir, proc = breakout_run
+    assert re.fullmatch(r"Breakout-v5__dqn_atari__1__\d+", run_dir.name)
+    # 1,024 frames of 84x84 (7.23 MB) and 16 bytes of action, reward and flags per slot.
+    assert "replay buffer: 1,024 transitions, 7.24 MB on cpu" in proc.stdout
+    ckpt = load_checkpoint(run_dir)
+    assert ckpt["script"] == "dqn_atari.py" and (ckpt["iteration"], ckpt["global_step"]) == (6, 768)
+    assert ckpt["env_kwargs"] == {"episodic_life": True, "reward_clip": True, "stack_num": 1}
+    assert ckpt["eval_env_kwargs"] == {"episodic_life": False, "reward_clip": False, "stack_num": 4}
+    assert ckpt["models"]["agent"]["network.0.weight"].shape == (32, 4, 8, 8)
+    # Learning from step 256 at a replay ratio of 8 with batches of 16: one gradient step per vector step.
+    assert ckpt["optimizers"]["optimizer"]["state"][0]["step"].item() == (768 - 256) // 2
+    acc = EventAccumulator(str(run_dir))
+    acc.Reload()
+    games = list(zip(acc.Scalars("charts/episodic_return"), acc.Scalars("charts/episodic_length")))
+    assert games and all(length.value >= 50 and ret.value == int(ret.value) for ret, length in games)  # whole games
+
+
+@pytest.mark.parametrize("flag, policy", [([], "greedy"), (["--sample"], "sampled")])
+def test_evaluate_plays_whole_games(breakout_run, flag, policy):
+    run_dir, _ = breakout_run
+    proc = run("evaluate.py", str(run_dir), "--episodes", "2", *flag, cwd=run_dir)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"Breakout-v5: dqn_atari.py checkpoint at step 768, {policy} policy" in proc.stdout
+    assert float(re.search(r"mean length: ([\d.]+)", proc.stdout).group(1)) > 50
