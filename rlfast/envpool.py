@@ -208,6 +208,7 @@ class EnvPool:
         # send() fast path: id of each block's env_id view -> a numpy view of the same memory.
         # The views live as long as the pool, so their ids cannot be reused by other objects.
         self._env_id_arrays = {id(v): v.numpy() for info in infos for n, v in info if n == "env_id"}
+        self._staging: dict[tuple, torch.Tensor] = {}  # pinned host buffers for actions sent from a GPU
         _LIVE_POOLS.add(self)
 
     # ------------------------------------------------------------------ async API
@@ -215,7 +216,8 @@ class EnvPool:
         """Queues one step for each env in ``env_ids`` (default: all, in order) and returns.
 
         ``actions[i]`` goes to env ``env_ids[i]``. Discrete: integer array of shape (n,);
-        continuous: float array of shape (n, *action_shape).
+        continuous: float array of shape (n, *action_shape). Actions on a CUDA device come back
+        through a pinned host buffer of the pool's (one non-blocking copy, one stream sync).
         """
         if env_ids is None:
             ids = None
@@ -223,7 +225,21 @@ class EnvPool:
             ids = self._env_id_arrays.get(id(env_ids))
             if ids is None:
                 ids = _as_numpy(env_ids, "env_ids")
+        if isinstance(actions, torch.Tensor) and actions.is_cuda and 0 < actions.shape[0] <= self.num_envs:
+            actions = self._staged(actions)
         self._pool.send(_as_numpy(actions, "actions"), ids)
+
+    def _staged(self, actions: torch.Tensor) -> torch.Tensor:
+        """``actions`` copied into the pool's pinned buffer for their dtype and row shape (made once);
+        the C++ send copies them out before returning, so the buffer is free again after it."""
+        key = (actions.dtype, tuple(actions.shape[1:]))
+        buf = self._staging.get(key)
+        if buf is None:
+            buf = self._staging[key] = torch.zeros((self.num_envs, *key[1]), dtype=key[0], pin_memory=True)
+        host = buf[: actions.shape[0]]
+        host.copy_(actions.detach(), non_blocking=True)
+        torch.cuda.current_stream(actions.device).synchronize()
+        return host
 
     def recv(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
         """Waits for the next ``batch_size`` results: ``(obs, reward, terminated, truncated, info)``.

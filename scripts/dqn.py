@@ -86,7 +86,6 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     N, T = args.num_envs, args.num_steps
     rb = ReplayBuffer(args.buffer_size, N, obs_space.shape, torch.float32, device=device)
     print(f"replay buffer: {rb.capacity:,} transitions, {format_bytes(rb.nbytes)} on {device}")
-    host_actions = torch.zeros(N, dtype=torch.int64, pin_memory=device.type == "cuda")
     ep_done, ep_return = torch.zeros((T, N), dtype=torch.bool), torch.zeros((T, N))
     ep_length = torch.zeros((T, N), dtype=torch.int32)
     obs = torch.zeros((N, *obs_space.shape), device=device)  # the observations the next actions are chosen from
@@ -103,10 +102,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
                 with timer("inference"), torch.no_grad():
                     actions = epsilon_greedy(q_network(obs), epsilon)
                 with timer("env"):
-                    host_actions.copy_(actions, non_blocking=True)
-                    if device.type == "cuda":
-                        torch.cuda.current_stream().synchronize()
-                    envs.send(host_actions)
+                    envs.send(actions)
                 global_step += N
                 with timer("train"):  # while the envs step
                     learner.step(rb, global_step, N)

@@ -117,7 +117,6 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     stack = rlfast.FrameStack(N, STACK, frame_shape, device=device)
     ids = torch.arange(N, device=device)
     games = GameStats(N)
-    host_actions = torch.zeros(N, dtype=torch.int64, pin_memory=device.type == "cuda")
     ep_done, ep_return = torch.zeros((T, N), dtype=torch.bool), torch.zeros((T, N))
     ep_length = torch.zeros((T, N), dtype=torch.int32)
     # The frame each env's next action is chosen from, and whether it starts a game (what the buffer stores).
@@ -138,10 +137,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
                 with timer("inference"), torch.no_grad():
                     actions = epsilon_greedy(q_network(obs), epsilon)
                 with timer("env"):
-                    host_actions.copy_(actions, non_blocking=True)
-                    if device.type == "cuda":
-                        torch.cuda.current_stream().synchronize()
-                    envs.send(host_actions)
+                    envs.send(actions)
                 global_step += N
                 with timer("train"):  # while the envs step
                     learner.step(rb, global_step, N)

@@ -135,8 +135,6 @@ class Part:
     games: GameStats
     ids: torch.Tensor
     """[n] env ids on the device (a sync pool returns its envs in id order)"""
-    actions: torch.Tensor
-    """[n] int64 host buffer the actions go back through (pinned with CUDA)"""
 
 
 def make_parts(run: Run, args: Args) -> list[Part]:
@@ -149,8 +147,7 @@ def make_parts(run: Run, args: Args) -> list[Part]:
     for k in range(halves):
         pool = run.make_env(n, num_threads=min(split[k], n), seed=run.env_seed + k * n, **TRAIN_ENV_KWARGS)
         stack = rlfast.FrameStack(n, STACK, pool.single_observation_space.shape, device=run.device)
-        parts.append(Part(pool, slice(k * n, (k + 1) * n), stack, GameStats(n), torch.arange(n, device=run.device),
-                          torch.zeros(n, dtype=torch.int64, pin_memory=run.device.type == "cuda")))  # fmt: skip
+        parts.append(Part(pool, slice(k * n, (k + 1) * n), stack, GameStats(n), torch.arange(n, device=run.device)))
     return parts
 
 
@@ -184,10 +181,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
             rollout.store((step, part.envs), obs=x, dones=next_done[part.envs], actions=action, logprobs=logprob,
                           values=value)  # fmt: skip
         with timer("env"):
-            part.actions.copy_(action, non_blocking=True)
-            if device.type == "cuda":
-                torch.cuda.current_stream().synchronize()
-            part.pool.send(part.actions)
+            part.pool.send(action)
 
     def receive(part: Part, step: int) -> None:
         """Collects the results of the part's actions of ``step``: reward, done, next obs, game stats."""

@@ -149,7 +149,6 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     # Rollout storage on the training device; episode stats stay on the host, where they arrive.
     T, B = args.num_steps, args.num_envs
     rollout = Rollout(T, B, obs_shape, action_shape, action_dtype=torch.float32, device=device)
-    host_actions = torch.zeros((B, *action_shape), pin_memory=device.type == "cuda")
     next_obs = torch.zeros((B, *obs_shape), device=device)
     next_done = torch.zeros(B, device=device)
     view, _ = envs.reset()
@@ -163,10 +162,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
                     action, logprob, _, value = policy(next_obs)
                     rollout.store(step, obs=next_obs, dones=next_done, actions=action, logprobs=logprob, values=value)
                 with timer("env"):
-                    host_actions.copy_(agent.clip_action(action), non_blocking=True)
-                    if device.type == "cuda":
-                        torch.cuda.current_stream().synchronize()
-                    o, r, terminated, truncated, info = envs.step(host_actions)
+                    o, r, terminated, truncated, info = envs.step(agent.clip_action(action))
                     # o, r, terminated, truncated, info are views into the pool's ring, valid until the
                     # second step after this one; the next step's synchronize waits for these copies.
                     # The wrappers' work (normalization) is counted here, as it is part of CleanRL's env.step.

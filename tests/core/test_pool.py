@@ -238,3 +238,18 @@ def test_outputs_are_pinned_when_cuda_is_available():
         obs, _ = pool.reset()
         assert obs.is_pinned()
         assert torch.equal(obs.to("cuda", non_blocking=True).cpu(), obs)
+
+
+@pytest.mark.cuda
+def test_cuda_actions_go_through_one_pinned_buffer_and_step_like_host_actions():
+    actions = torch.tensor([0, 1, 1, 0])
+    with rlfast.make("CartPole-v1", num_envs=4, seed=3) as a, rlfast.make("CartPole-v1", num_envs=4, seed=3) as b:
+        a.reset(), b.reset()
+        for _ in range(3):
+            obs_a = a.step(actions.cuda())[0].clone()
+            obs_b = b.step(actions)[0].clone()
+            assert torch.equal(obs_a, obs_b)
+        (buf,) = a._staging.values()
+        assert buf.is_pinned() and buf.shape == (4,) and buf.dtype == torch.int64
+        a.send(actions[:2].cuda(), torch.tensor([1, 3]))  # a subset reuses the same buffer
+        assert list(a._staging.values()) == [buf]
