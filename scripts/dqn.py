@@ -84,7 +84,8 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     run.track(models={"agent": q_network, "target": target_network}, optimizers={"optimizer": optimizer})
 
     N, T = args.num_envs, args.num_steps
-    rb = ReplayBuffer(args.buffer_size, N, obs_space.shape, torch.float32, device=device)
+    rb = ReplayBuffer(args.buffer_size, N, obs_space.shape, torch.float32, device=device, n_step=args.n_step,
+                      gamma=args.gamma)
     print(f"replay buffer: {rb.capacity:,} transitions, {format_bytes(rb.nbytes)} on {device}")
     ep_done, ep_return = torch.zeros((T, N), dtype=torch.bool), torch.zeros((T, N))
     ep_length = torch.zeros((T, N), dtype=torch.int32)

@@ -112,7 +112,8 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
               env_kwargs=TRAIN_ENV_KWARGS, eval_env_kwargs=EVAL_ENV_KWARGS)  # fmt: skip
 
     N, T = args.num_envs, args.num_steps
-    rb = ReplayBuffer(args.buffer_size, N, frame_shape, torch.uint8, stack=STACK, device=device)
+    rb = ReplayBuffer(args.buffer_size, N, frame_shape, torch.uint8, stack=STACK, device=device, n_step=args.n_step,
+                      gamma=args.gamma)
     print(f"replay buffer: {rb.capacity:,} transitions, {format_bytes(rb.nbytes)} on {device}")
     stack = rlfast.FrameStack(N, STACK, frame_shape, device=device)
     ids = torch.arange(N, device=device)

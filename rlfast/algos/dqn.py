@@ -1,9 +1,9 @@
 """DQN (Mnih et al. 2015) as in CleanRL, for the DQN trainers in ``scripts/``.
 
-DQNArgs         CleanRL's dqn.py hyperparameters, plus num_envs, replay_ratio and Double DQN
+DQNArgs         CleanRL's dqn.py hyperparameters, plus num_envs, replay_ratio, Double DQN and n-step returns
 linear_schedule CleanRL's epsilon schedule
 epsilon_greedy  random actions with probability epsilon, decided per env on the device (no host round trip)
-td_loss         the one-step TD loss against a target network (optionally Double DQN)
+td_loss         the TD loss against a target network (optionally Double DQN; n-step via the batch)
 soft_update     target <- tau * online + (1 - tau) * target
 Learner         the update side of a vector step: gradient steps at the replay ratio, target updates
 """
@@ -53,6 +53,9 @@ class DQNArgs(RunArgs):
     """vector steps per iteration (what one log line and one checkpoint-schedule tick cover)"""
     double_dqn: bool = False
     """Double DQN targets: the online network picks the next action, the target network values it"""
+    n_step: int = 1
+    """n-step returns: learn from the discounted rewards of up to n steps (fewer where the episode ends) and
+    the value n steps ahead (1: CleanRL's one-step targets)"""
 
     @property
     def steps_per_iteration(self) -> int:
@@ -66,7 +69,7 @@ class DQNArgs(RunArgs):
         problems = super().validate()
         for flag, value in (("--buffer-size", self.buffer_size), ("--batch-size", self.batch_size),
                             ("--target-network-frequency", self.target_network_frequency),
-                            ("--num-steps", self.num_steps)):  # fmt: skip
+                            ("--num-steps", self.num_steps), ("--n-step", self.n_step)):  # fmt: skip
             if value < 1:
                 problems.append(f"{flag} must be >= 1, got {value}")
         for flag, value in (("--learning-rate", self.learning_rate), ("--replay-ratio", self.replay_ratio),
@@ -77,10 +80,13 @@ class DQNArgs(RunArgs):
                             ("--end-e", self.end_e)):  # fmt: skip
             if not 0 <= value <= 1:
                 problems.append(f"{flag} must be in [0, 1], got {value}")
-        if not problems and self.buffer_size < self.batch_size + 3 * self.num_envs:
-            least = self.batch_size + 3 * self.num_envs
-            problems.append(f"--buffer-size {self.buffer_size} must hold --batch-size {self.batch_size} transitions "
-                            f"and 3 steps per env: at least {least}")  # fmt: skip
+        if not problems:
+            # Each env's ring: its share of a batch, plus a 4-frame stack's history and the n-step look-ahead.
+            extra = self.n_step + 4
+            least = self.num_envs * (math.ceil(self.batch_size / self.num_envs) + extra)
+            if self.buffer_size < least:
+                problems.append(f"--buffer-size {self.buffer_size} must hold --batch-size {self.batch_size} "
+                                f"transitions and {extra} more steps per env: at least {least}")  # fmt: skip
         if self.learning_starts < self.batch_size:
             problems.append(f"--learning-starts {self.learning_starts} must be >= --batch-size {self.batch_size}")
         return problems
@@ -103,18 +109,19 @@ def epsilon_greedy(
 
 
 def td_loss(
-    q_network: nn.Module, target_network: nn.Module, batch: dict[str, torch.Tensor], gamma: float, double: bool = False
+    q_network: nn.Module, target_network: nn.Module, batch: dict[str, torch.Tensor], double: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """CleanRL's DQN loss on a replay batch (``ReplayBuffer.sample``): MSE between Q(s, a) and
-    ``r + gamma * (1 - done) * Q_target(s', a')``, a' the target's argmax (Double DQN: the online
-    network's). Returns ``(loss, mean Q(s, a))``, scalars on the device."""
+    ``r + discount * (1 - done) * Q_target(s', a')``, a' the target's argmax (Double DQN: the online
+    network's); ``discount`` is the batch's, gamma^k (gamma for one-step transitions, gamma^k for
+    n-step returns over k steps). Returns ``(loss, mean Q(s, a))``, scalars on the device."""
     with torch.no_grad():
         next_q = target_network(batch["next_obs"])
         if double:
             next_value = next_q.gather(1, q_network(batch["next_obs"]).argmax(1, keepdim=True)).squeeze(1)
         else:
             next_value = next_q.max(1).values
-        target = batch["rewards"] + gamma * next_value * (1.0 - batch["dones"])
+        target = batch["rewards"] + batch["discounts"] * next_value * (1.0 - batch["dones"])
     q = q_network(batch["obs"]).gather(1, batch["actions"].long().unsqueeze(1)).squeeze(1)
     return F.mse_loss(q, target), q.detach().mean()
 
@@ -155,9 +162,7 @@ class Learner:
             self.due += args.replay_ratio * new_steps / args.batch_size
         for _ in range(int(self.due)):
             batch = rb.sample(args.batch_size)
-            self.loss, self.q_mean = self.loss_fn(
-                self.q_network, self.target_network, batch, args.gamma, args.double_dqn
-            )
+            self.loss, self.q_mean = self.loss_fn(self.q_network, self.target_network, batch, args.double_dqn)
             self.optimizer.zero_grad(set_to_none=True)
             self.loss.backward()
             self.optimizer.step()

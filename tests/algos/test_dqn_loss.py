@@ -43,13 +43,16 @@ def test_td_loss_and_double_dqn_targets():
     target = Table([[0.5, 0.25], [4.0, 6.0]])
     batch = {"obs": torch.tensor([[0.0], [1.0]]), "next_obs": torch.tensor([[1.0], [1.0]]),
              "actions": torch.tensor([1, 0]), "rewards": torch.tensor([1.0, 2.0]),
-             "dones": torch.tensor([0.0, 1.0])}  # fmt: skip
-    loss, q_mean = td_loss(online, target, batch, gamma=0.5)
+             "dones": torch.tensor([0.0, 1.0]), "discounts": torch.tensor([0.5, 0.5])}  # fmt: skip
+    loss, q_mean = td_loss(online, target, batch)
     # Q(s,a) = [2, 5]; targets: 1 + 0.5 * max(4, 6) = 4, and 2 (done: no bootstrap).
     assert loss.item() == pytest.approx(((2 - 4) ** 2 + (5 - 2) ** 2) / 2) and q_mean.item() == pytest.approx(3.5)
-    loss, _ = td_loss(online, target, batch, gamma=0.5, double=True)
+    loss, _ = td_loss(online, target, batch, double=True)
     # Double DQN: the online network picks argmax(5, 3) = action 0 in state 1, the target values it at 4.
     assert loss.item() == pytest.approx(((2 - 3) ** 2 + (5 - 2) ** 2) / 2)
+    loss, _ = td_loss(online, target, {**batch, "discounts": torch.tensor([0.25, 0.5])})
+    # An n-step return over 2 steps bootstraps with gamma^2: 1 + 0.25 * 6 = 2.5.
+    assert loss.item() == pytest.approx(((2 - 2.5) ** 2 + (5 - 2) ** 2) / 2)
     loss.backward()
     assert target.values.grad is None and online.values.grad is not None  # no gradient through the target
 
@@ -69,5 +72,9 @@ def test_flag_checks():
     assert any(p.startswith("--gamma must be in [0, 1]") for p in problems)
     assert any(p.startswith("--learning-starts 64 must be >= --batch-size 128") for p in problems)
     assert DQNArgs(buffer_size=100, num_envs=4).validate() == [
-        "--buffer-size 100 must hold --batch-size 128 transitions and 3 steps per env: at least 140"
+        "--buffer-size 100 must hold --batch-size 128 transitions and 5 more steps per env: at least 148"
+    ]
+    assert DQNArgs(buffer_size=147, num_envs=4, n_step=0).validate() == ["--n-step must be >= 1, got 0"]
+    assert DQNArgs(buffer_size=147, num_envs=4, n_step=3).validate() == [
+        "--buffer-size 147 must hold --batch-size 128 transitions and 7 more steps per env: at least 156"
     ]

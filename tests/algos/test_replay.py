@@ -6,7 +6,8 @@ terminated). Streams come from a simulated pool with next-step autoreset and Ata
 (a life lost terminates an episode but continues the game and its stack), random truncations,
 sync and async (env subsets) stepping, and rings small enough to wrap many times. For every slot the
 buffer calls valid, ``get`` must equal the reference exactly; the valid slots must be exactly the
-reference's transitions still held; samples must come only from them, all of them.
+reference's transitions still held; samples must come only from them, all of them. n-step
+transitions are checked against the reference's one-step ones, chained by hand.
 A real Breakout pool is checked the same way.
 """
 
@@ -51,10 +52,10 @@ class FakePool:
         return self.frames(b), reward, term, trunc, new_game
 
 
-def run_streams(num_envs, per_env, steps, stack, seed, async_batches=False):
-    """Feeds a buffer and the reference side by side; returns (buffer, {(env, t): transition})."""
+def run_streams(num_envs, per_env, steps, stack, seed, async_batches=False, n_step=1, gamma=0.9):
+    """Feeds a buffer and the reference side by side; returns (buffer, {(env, t): one-step transition}, counts)."""
     pool = FakePool(num_envs, seed)
-    rb = ReplayBuffer(per_env * num_envs, num_envs, FRAME, torch.uint8, stack=stack)
+    rb = ReplayBuffer(per_env * num_envs, num_envs, FRAME, torch.uint8, stack=stack, n_step=n_step, gamma=gamma)
     acting = rlfast.FrameStack(num_envs, stack, FRAME)
     frames, new_game = pool.reset()
     all_ids = torch.arange(num_envs)
@@ -76,11 +77,24 @@ def run_streams(num_envs, per_env, steps, stack, seed, async_batches=False):
         for i, e in enumerate(ids.tolist()):
             if not terminal[e]:
                 reference[(e, int(t[e]))] = (obs[e].clone(), int(actions[i]), float(reward[i]), next_obs[i].clone(),
-                                             float(term[i]))  # fmt: skip
+                                             float(term[i]), bool(trunc[i]))  # fmt: skip
         obs[ids], frame[ids], first[ids] = next_obs, nframes, ngame
         terminal[ids] = term | trunc
         t[ids] += 1
     return rb, reference, t
+
+
+def n_step_transition(reference, e, t, n_step, gamma):
+    """The n-step transition from (e, t), chained from the reference's one-step ones by hand:
+    (obs, action, return, next_obs, done, discount)."""
+    obs, action = reference[(e, t)][:2]
+    ret = 0.0
+    for i in range(n_step):
+        _, _, reward, next_obs, terminated, truncated = reference[(e, t + i)]
+        ret += gamma**i * reward
+        if terminated or truncated:
+            break
+    return obs, action, ret, next_obs, terminated, gamma ** (i + 1)
 
 
 def check_against_reference(rb, reference, counts):
@@ -91,17 +105,23 @@ def check_against_reference(rb, reference, counts):
     for i in range(len(flat)):
         key = (int(got["env_ids"][i]), int(got["steps"][i]))
         seen.add(key)
-        obs, action, reward, next_obs, done = reference[key]
+        obs, action, ret, next_obs, done, discount = n_step_transition(reference, *key, rb.n_step, rb.gamma)
         assert torch.equal(got["obs"][i], obs), key
         assert torch.equal(got["next_obs"][i], next_obs), key
-        assert (int(got["actions"][i]), float(got["rewards"][i]), float(got["dones"][i])) == (action, reward, done), key
-    # Exactly the reference's transitions still held: the ring's last per_env steps, less the newest (no next
-    # obs yet) and, once wrapped, the stack - 1 oldest (their older frames are gone).
+        assert (int(got["actions"][i]), float(got["dones"][i])) == (action, done), key
+        if rb.n_step == 1:
+            assert float(got["rewards"][i]) == ret, key  # the stored reward itself
+        else:
+            assert float(got["rewards"][i]) == pytest.approx(ret, rel=1e-5, abs=1e-6), key
+        assert float(got["discounts"][i]) == pytest.approx(discount, rel=1e-6), key
+    # Exactly the reference's transitions still held: the ring's last per_env steps, less the n_step newest
+    # (still waiting for the steps they look ahead to) and, once wrapped, the stack - 1 oldest (their older
+    # frames are gone).
     held = set()
     for (e, t), _ in reference.items():
         n = int(counts[e])
         oldest = max(n - rb.per_env, 0) + (rb.stack - 1 if n > rb.per_env else 0)
-        if oldest <= t < n - 1:
+        if oldest <= t and t + rb.n_step <= n - 1:
             held.add((e, t))
     assert seen == held
     return seen
@@ -115,6 +135,20 @@ def test_equals_a_reference_that_stores_whole_transitions(stack, async_batches):
         seen = check_against_reference(rb, reference, counts)
         if steps > 16:
             assert any(t >= 16 for _, t in seen), "the rings should have wrapped"
+
+
+@pytest.mark.parametrize("n_step", [2, 3, 5])
+@pytest.mark.parametrize("async_batches", [False, True], ids=["sync", "async"])
+def test_n_step_returns_equal_the_reference_chained_by_hand(n_step, async_batches):
+    dones = discounts = 0
+    for seed, steps in ((3, 12), (4, 60), (5, 300)):
+        rb, reference, counts = run_streams(5, 16, steps, 4, seed, async_batches, n_step=n_step)
+        check_against_reference(rb, reference, counts)
+        got = rb.get(rb.valid().reshape(-1).nonzero().squeeze(1))
+        dones += int(got["dones"].sum())
+        cut_by_truncation = (got["discounts"] > 0.9**n_step + 1e-6) & (got["dones"] == 0)  # gamma^k, k < n
+        discounts += int(cut_by_truncation.sum())
+    assert dones > 0 and discounts > 0, (dones, discounts)  # both ways of ending early were exercised
 
 
 def test_samples_come_uniformly_from_the_valid_transitions():
@@ -152,7 +186,8 @@ def test_breakout_pool_with_episodic_life_matches_the_reference():
         rb.add(frame, actions, reward, term, trunc, first)
         for e in range(n):
             if not terminal[e]:
-                reference[(e, t)] = (obs[e].clone(), int(actions[e]), float(reward[e]), nobs[e].clone(), float(term[e]))
+                reference[(e, t)] = (obs[e].clone(), int(actions[e]), float(reward[e]), nobs[e].clone(), float(term[e]),
+                                     bool(trunc[e]))  # fmt: skip
         ends += int((term | trunc).sum())
         frame, first, obs = nframe.clone(), info["new_game"].clone(), nobs.clone()
         terminal = term | trunc
@@ -200,5 +235,49 @@ def test_bad_input_is_a_clear_error():
     with pytest.raises(ValueError, match="cannot sample 5 transitions: the buffer holds at most 4"):
         rb.sample(5)
     assert rb.sample(4)["obs"].shape == (4, 4, 3, 2)
-    with pytest.raises(ValueError, match="needs at least stack \\+ 2 = 6 per env"):
+    with pytest.raises(ValueError, match="needs at least stack \\+ n_step \\+ 1 = 6 per env"):
         ReplayBuffer(10, 2, (1,), stack=4)
+    with pytest.raises(ValueError, match="needs at least stack \\+ n_step \\+ 1 = 8 per env"):
+        ReplayBuffer(14, 2, (1,), stack=4, n_step=3)
+    with pytest.raises(ValueError, match=r"gamma must be in \[0, 1\], got 1.5"):
+        ReplayBuffer(64, 2, (1,), gamma=1.5)
+
+
+def test_state_dict_round_trip_goes_on_with_new_streams(tmp_path):
+    # A saved and reloaded buffer holds the same transitions; each env's newest slot (its next observation never
+    # came: a resumed run's pool starts fresh episodes) is no transition, and the new streams' stacks start at
+    # their own first frame even where add() is told of no game start.
+    rb, reference, counts = run_streams(3, 64, 40, 4, seed=11, n_step=2)
+    torch.save(rb.state_dict(), tmp_path / "rb.pt")
+    loaded = ReplayBuffer(3 * 64, 3, FRAME, torch.uint8, stack=4, n_step=2, gamma=0.9)
+    loaded.load_state_dict(torch.load(tmp_path / "rb.pt", weights_only=True))
+    old = rb.valid().reshape(-1).nonzero().squeeze(1)
+    assert torch.equal(loaded.valid(), rb.valid())
+    for key in ("obs", "next_obs", "rewards", "dones", "discounts", "actions"):
+        assert torch.equal(loaded.get(old)[key], rb.get(old)[key]), key
+    pool = FakePool(3, seed=12, p_term=0.0, p_trunc=0.0)
+    frames, _ = pool.reset()
+    for t in range(5):
+        nframes, reward, term, trunc, _ = pool.step(torch.arange(3))
+        loaded.add(frames, torch.full((3,), t), reward, term, trunc)  # first=None: nothing said about games
+        if t == 0:
+            reset_frames = frames.clone()
+        frames = nframes
+    newest = (counts - 1) % 64  # the old streams' last slots: never transitions
+    assert not loaded.valid()[torch.arange(3), newest].any()
+    # The slot before it now ends its episode: a one-step transition to the newest observation.
+    cut = loaded.get(torch.arange(3) * 64 + (counts - 2) % 64)
+    for e in range(3):
+        obs, action, reward, next_obs, terminated, _ = reference[(e, int(counts[e]) - 2)]
+        assert torch.equal(cut["obs"][e], obs) and torch.equal(cut["next_obs"][e], next_obs)
+        assert (float(cut["rewards"][e]), float(cut["dones"][e])) == (reward, terminated)
+        assert float(cut["discounts"][e]) == pytest.approx(0.9)  # k = 1
+    new_first = counts % 64  # the new streams' first slots: their stacks repeat the reset frame
+    got = loaded.get(torch.arange(3) * 64 + new_first)
+    assert torch.equal(got["obs"], reset_frames.repeat(1, 4, 1, 1))
+    assert got["actions"].tolist() == [0, 0, 0]
+    # Per env: the cut slot, and 5 new steps of which 2 still look ahead.
+    assert torch.equal(loaded.valid().sum(), rb.valid().sum() + 3 * (1 + 3))
+    with pytest.raises(ValueError, match=r"a replay buffer of \{'num_envs': 3, 'per_env': 64.* cannot be loaded into "
+                                         r"one of \{'num_envs': 3, 'per_env': 32"):  # fmt: skip
+        ReplayBuffer(3 * 32, 3, FRAME, torch.uint8, stack=4).load_state_dict(rb.state_dict())
