@@ -27,8 +27,7 @@ import torch
 from torch import nn
 
 from rlfast.algos.config import parse_or_resume
-from rlfast.algos.dqn import DQNArgs, Learner, epsilon_greedy, linear_schedule, td_loss
-from rlfast.algos.replay import ReplayBuffer, format_bytes
+from rlfast.algos.dqn import DQNArgs, Learner, epsilon_greedy, linear_schedule, replay_buffer, td_loss
 from rlfast.algos.run import Run, fail
 
 SCRIPT = "dqn.py"
@@ -84,9 +83,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     run.track(models={"agent": q_network, "target": target_network}, optimizers={"optimizer": optimizer})
 
     N, T = args.num_envs, args.num_steps
-    rb = ReplayBuffer(args.buffer_size, N, obs_space.shape, torch.float32, device=device, n_step=args.n_step,
-                      gamma=args.gamma)
-    print(f"replay buffer: {rb.capacity:,} transitions, {format_bytes(rb.nbytes)} on {device}")
+    rb = replay_buffer(run, args, obs_space.shape, torch.float32)
     ep_done, ep_return = torch.zeros((T, N), dtype=torch.bool), torch.zeros((T, N))
     ep_length = torch.zeros((T, N), dtype=torch.int32)
     obs = torch.zeros((N, *obs_space.shape), device=device)  # the observations the next actions are chosen from

@@ -32,8 +32,7 @@ from torch import nn
 import rlfast
 from rlfast.algos.atari_stats import GameStats
 from rlfast.algos.config import parse_or_resume
-from rlfast.algos.dqn import DQNArgs, Learner, epsilon_greedy, linear_schedule, td_loss
-from rlfast.algos.replay import ReplayBuffer, format_bytes
+from rlfast.algos.dqn import DQNArgs, Learner, epsilon_greedy, linear_schedule, replay_buffer, td_loss
 from rlfast.algos.run import Run, fail
 
 SCRIPT = "dqn_atari.py"
@@ -112,9 +111,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
               env_kwargs=TRAIN_ENV_KWARGS, eval_env_kwargs=EVAL_ENV_KWARGS)  # fmt: skip
 
     N, T = args.num_envs, args.num_steps
-    rb = ReplayBuffer(args.buffer_size, N, frame_shape, torch.uint8, stack=STACK, device=device, n_step=args.n_step,
-                      gamma=args.gamma)
-    print(f"replay buffer: {rb.capacity:,} transitions, {format_bytes(rb.nbytes)} on {device}")
+    rb = replay_buffer(run, args, frame_shape, torch.uint8, stack=STACK)
     stack = rlfast.FrameStack(N, STACK, frame_shape, device=device)
     ids = torch.arange(N, device=device)
     games = GameStats(N)

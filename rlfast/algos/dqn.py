@@ -6,20 +6,20 @@ epsilon_greedy  random actions with probability epsilon, decided per env on the 
 td_loss         the TD loss against a target network (optionally Double DQN; n-step via the batch)
 soft_update     target <- tau * online + (1 - tau) * target
 Learner         the update side of a vector step: gradient steps at the replay ratio, target updates
+replay_buffer   the trainer's ReplayBuffer, its size printed, saved with checkpoints under --save-replay
 """
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import Callable, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rlfast.algos.run import RunArgs
+from rlfast.algos.replay import ReplayBuffer, format_bytes
+from rlfast.algos.run import Run, RunArgs
 
-if TYPE_CHECKING:
-    from rlfast.algos.replay import ReplayBuffer
 
 
 @dataclass
@@ -56,6 +56,9 @@ class DQNArgs(RunArgs):
     n_step: int = 1
     """n-step returns: learn from the discounted rewards of up to n steps (fewer where the episode ends) and
     the value n steps ahead (1: CleanRL's one-step targets)"""
+    save_replay: bool = False
+    """also save the replay buffer (`replay_buffer.pt` in the run dir; its size is printed at start-up) with
+    every `checkpoint.pt`, so that --resume goes on with it rather than with an empty one"""
 
     @property
     def steps_per_iteration(self) -> int:
@@ -155,7 +158,7 @@ class Learner:
         device = next(q_network.parameters()).device
         self.loss = self.q_mean = torch.zeros((), device=device)
 
-    def step(self, rb: "ReplayBuffer", global_step: int, new_steps: int) -> None:
+    def step(self, rb: ReplayBuffer, global_step: int, new_steps: int) -> None:
         """After ``new_steps`` more env steps (``global_step`` in all): the gradient steps and target update due."""
         args = self.args
         if global_step > args.learning_starts and len(rb) >= args.batch_size:
@@ -174,3 +177,20 @@ class Learner:
     def scalars(self) -> dict[str, torch.Tensor]:
         """The last gradient step's ``losses/*`` (zeros before learning starts), read back by the run log."""
         return {"losses/td_loss": self.loss.detach(), "losses/q_values": self.q_mean}
+
+
+def replay_buffer(
+    run: Run, args: DQNArgs, obs_shape: Sequence[int], obs_dtype: torch.dtype, stack: int = 1
+) -> ReplayBuffer:
+    """The DQN trainers' replay buffer on the run's device (``--buffer-size``, ``--n-step``, ``--gamma``), its
+    size printed; with ``--save-replay`` saved with every ``checkpoint.pt`` and restored on --resume."""
+    rb = ReplayBuffer(args.buffer_size, args.num_envs, obs_shape, obs_dtype, stack=stack, device=run.device,
+                      n_step=args.n_step, gamma=args.gamma)  # fmt: skip
+    saved = "; saved with every checkpoint.pt (--save-replay)" if args.save_replay else ""
+    print(f"replay buffer: {rb.capacity:,} transitions, {format_bytes(rb.nbytes)} on {run.device}{saved}", flush=True)
+    if args.save_replay:
+        if run.save_with_checkpoint("replay_buffer.pt", rb):
+            print(f"replay buffer: restored from {run.run_dir / 'replay_buffer.pt'}", flush=True)
+    elif run.resumed:
+        print("note: the replay buffer starts empty (it is saved only with --save-replay)", flush=True)
+    return rb

@@ -28,7 +28,8 @@ the device. ``make_env`` turns a pool's ValueError (bad env option) into such a 
 closes its pools when the run ends. ``with run:`` creates the run dir and its ``RunLog``, prints
 the header line, and on leaving writes ``checkpoint.pt`` and the profile table; on Ctrl-C it
 saves ``checkpoint.pt`` (latest weights, progress of the last completed iteration), closes the
-pools and sets ``exit_code`` to 130. ``end_iteration`` logs, prints the progress line, writes
+pools and sets ``exit_code`` to 130. ``save_with_checkpoint`` adds a file (a replay buffer) that
+is saved next to every ``checkpoint.pt`` and restored with it. ``end_iteration`` logs, prints the progress line, writes
 the checkpoints ``CheckpointSchedule`` asks for and ends the loop at the last iteration or once
 ``--target-return`` is reached.
 """
@@ -206,6 +207,7 @@ class Run:
         self.iteration = self.start_iteration
         self._finished = False
         self._state: dict[str, Any] = {"models": {}}
+        self._side: dict[str, Any] = {}  # run-dir file name -> object with state_dict / load_state_dict
 
     @property
     def resumed(self) -> bool:
@@ -243,6 +245,30 @@ class Run:
         if self.ckpt is not None:
             restore(self.ckpt, models, optimizers, normalizers)
 
+    def save_with_checkpoint(self, name: str, obj: Any) -> bool:
+        """Saves ``obj.state_dict()`` as ``run_dir/name`` (atomically) right before every ``checkpoint.pt``
+        (the kept ``checkpoint_N.pt`` do not get one), tagged with the checkpoint's step. On --resume,
+        loads that file into ``obj`` when it was saved with the checkpoint resumed from (a note otherwise,
+        and ``obj`` stays as it is); returns whether it loaded. A file that does not fit ``obj`` ends
+        the process with one line naming it."""
+        self._side[name] = obj
+        if self.ckpt is None:
+            return False
+        path = self.run_dir / name
+        if not path.is_file():
+            print(f"note: {path} does not exist: {name} starts empty", flush=True)
+            return False
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        if state.get("global_step") != self.global_step:
+            print(f"note: {path} is from step {state.get('global_step')}, the checkpoint from step "
+                  f"{self.global_step}: {name} starts empty", flush=True)  # fmt: skip
+            return False
+        try:
+            obj.load_state_dict(state["state"])
+        except ValueError as e:
+            raise fail(f"{path}: {e} (move the file away to resume without it)") from None
+        return True
+
     def compile(self, fn: F) -> F:
         """``fn`` as --compile / --cudagraphs ask: unchanged, ``torch.compile``d, or compiled with CUDA
         graphs (mode "reduce-overhead"), each call then marking a new graph step."""
@@ -260,8 +286,13 @@ class Run:
         return graph_step  # type: ignore[return-value]
 
     def save(self, name: str) -> Path:
-        """Writes ``run_dir/name`` atomically: the tracked state now, the progress of the last completed iteration."""
+        """Writes ``run_dir/name`` atomically: the tracked state now, the progress of the last completed iteration
+        (``checkpoint.pt``: after the files of ``save_with_checkpoint``)."""
         iteration, step = self.completed
+        if name == "checkpoint.pt":
+            for side_name, obj in self._side.items():
+                side = {"global_step": step, "iteration": iteration, "state": obj.state_dict()}
+                save_checkpoint(self.run_dir / side_name, side)
         state = make_checkpoint(script=self.script, env_id=self.args.env_id, args=dataclasses.asdict(self.args),
                                 global_step=step, iteration=iteration, **self._state)  # fmt: skip
         return save_checkpoint(self.run_dir / name, state)

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from rlfast.algos.checkpoint import load_checkpoint
@@ -84,6 +85,35 @@ def test_resume_continues_the_count(smoke_run, tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     ckpt = load_checkpoint(copy)
     assert (ckpt["iteration"], ckpt["global_step"]) == (14, 1400) and "profile over 4 iterations" in proc.stdout
+    assert "note: the replay buffer starts empty (it is saved only with --save-replay)" in proc.stdout
+    assert not (copy / "replay_buffer.pt").exists()
+
+
+def test_save_replay_resumes_with_the_buffer(tmp_path):
+    proc = run("dqn.py", *TINY, "--total-timesteps", "600", "--save-replay", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "replay buffer: 500 transitions, 16.02 kB on cpu; saved with every checkpoint.pt (--save-replay)" in (
+        proc.stdout
+    )
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    saved = torch.load(run_dir / "replay_buffer.pt", weights_only=True)
+    assert saved["global_step"] == 600 and saved["state"]["count"].tolist() == [300, 300]
+    proc = run("dqn.py", "--resume", str(run_dir), "--total-timesteps", "1000", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"replay buffer: restored from {run_dir / 'replay_buffer.pt'}" in proc.stdout
+    # The rings went on from 300 steps per env (an empty buffer would count 200).
+    assert torch.load(run_dir / "replay_buffer.pt", weights_only=True)["state"]["count"].tolist() == [500, 500]
+    # A buffer file from another step than the checkpoint's is left alone; one of another layout is one line.
+    stale = torch.load(run_dir / "replay_buffer.pt", weights_only=True)
+    stale["global_step"] = 800
+    torch.save(stale, run_dir / "replay_buffer.pt")
+    proc = run("dqn.py", "--resume", str(run_dir), "--total-timesteps", "1100", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "is from step 800, the checkpoint from step 1000: replay_buffer.pt starts empty" in proc.stdout
+    proc = run("dqn.py", "--resume", str(run_dir), "--total-timesteps", "1200", "--buffer-size", "400", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stderr.startswith(f"error: {run_dir / 'replay_buffer.pt'}: a replay buffer of")
+    assert "(move the file away to resume without it)" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
