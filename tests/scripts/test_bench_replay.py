@@ -1,25 +1,11 @@
 """Smoke test of scripts/bench_replay.py: both buffers really fill and sample (tiny sizes), the table and ratios."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
 
-
-def load():
-    spec = importlib.util.spec_from_file_location("bench_replay", ROOT / "scripts" / "bench_replay.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_rlfast_and_sb3_side_by_side(capsys):
+def test_rlfast_and_sb3_side_by_side(capsys, load_script):
     pytest.importorskip("stable_baselines3")
-    bench = load()
+    bench = load_script("bench_replay.py")
     results = bench.main(bench.Args(capacity=2000, num_envs=4, batch_sizes=[8, 64], seconds=0.05, device="cpu"))
     assert set(results) == {"rlfast", "sb3", "sb3-optimized"}
     for r in results.values():
@@ -32,7 +18,7 @@ def test_rlfast_and_sb3_side_by_side(capsys):
     assert "sample@64/s" in out and "rlfast / sb3: memory 8.0x less" in out
 
 
-def test_unknown_contender_is_refused():
-    bench = load()
+def test_unknown_contender_is_refused(load_script):
+    bench = load_script("bench_replay.py")
     with pytest.raises(SystemExit, match="unknown contenders nope"):
         bench.main(bench.Args(contenders=["nope"]))
