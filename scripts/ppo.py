@@ -22,11 +22,9 @@ from typing import Optional
 import gymnasium as gym
 import numpy as np
 import torch
-from torch import nn
 
 from rlfast.algos.config import parse_or_resume
-from rlfast.algos.distributions import categorical
-from rlfast.algos.nets import tanh_mlp
+from rlfast.algos.nets import MLPAgent
 from rlfast.algos.ppo import PPOArgs, Rollout, anneal_lr, learn, minibatch_loss
 from rlfast.algos.run import Run, fail
 
@@ -44,29 +42,8 @@ class Args(PPOArgs):
     num_envs: int = 4
 
 
-class Agent(nn.Module):
-    """CleanRL's separate 64-64 tanh actor and critic."""
-
-    def __init__(self, obs_dim: int, num_actions: int) -> None:
-        super().__init__()
-        self.critic = tanh_mlp(obs_dim, 64, 1, out_std=1.0)
-        self.actor = tanh_mlp(obs_dim, 64, num_actions, out_std=0.01)
-
-    def get_value(self, x: torch.Tensor) -> torch.Tensor:
-        """x: [N, obs_dim] -> V(x): [N]."""
-        return self.critic(x).squeeze(-1)
-
-    def get_action_and_value(
-        self, x: torch.Tensor, action: Optional[torch.Tensor] = None
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """x: [N, obs_dim] -> (action [N], logprob [N], entropy [N], value [N]); samples when action is None."""
-        action, logprob, entropy = categorical(self.actor(x), action)
-        return action, logprob, entropy, self.get_value(x)
-
-    def act(self, x: torch.Tensor, greedy: bool = False) -> torch.Tensor:
-        """x: [N, obs_dim] -> actions [N]: argmax when greedy, else sampled (the Policy contract of evaluate.py)."""
-        logits = self.actor(x)
-        return logits.argmax(-1) if greedy else categorical(logits)[0]
+Agent = MLPAgent
+"""CleanRL's separate 64-64 tanh actor and critic (rlfast/algos/nets.py)."""
 
 
 def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> Agent:

@@ -34,13 +34,11 @@ from typing import Optional
 import gymnasium as gym
 import numpy as np
 import torch
-from torch import nn
 
 import rlfast
 from rlfast.algos.atari_stats import GameStats
 from rlfast.algos.config import parse_or_resume
-from rlfast.algos.distributions import categorical
-from rlfast.algos.nets import layer_init
+from rlfast.algos.nets import NatureCNNAgent
 from rlfast.algos.ppo import PPOArgs, Rollout, anneal_lr, learn, minibatch_loss
 from rlfast.algos.run import Run, fail
 
@@ -77,41 +75,8 @@ class Args(PPOArgs):
         return problems
 
 
-class Agent(nn.Module):
-    """CleanRL's Nature CNN (Mnih et al. 2015) trunk shared by a linear actor and critic."""
-
-    def __init__(self, in_channels: int, num_actions: int) -> None:
-        super().__init__()
-        self.network = nn.Sequential(
-            layer_init(nn.Conv2d(in_channels, 32, 8, stride=4)), nn.ReLU(),
-            layer_init(nn.Conv2d(32, 64, 4, stride=2)), nn.ReLU(),
-            layer_init(nn.Conv2d(64, 64, 3, stride=1)), nn.ReLU(),
-            nn.Flatten(),
-            layer_init(nn.Linear(64 * 7 * 7, 512)), nn.ReLU(),
-        )  # fmt: skip
-        self.actor = layer_init(nn.Linear(512, num_actions), std=0.01)
-        self.critic = layer_init(nn.Linear(512, 1), std=1.0)
-
-    def hidden(self, x: torch.Tensor) -> torch.Tensor:
-        """x: [N, 4, 84, 84] uint8 frames -> [N, 512] features (scaled to [0, 1] here)."""
-        return self.network(x / 255.0)
-
-    def get_value(self, x: torch.Tensor) -> torch.Tensor:
-        """x: [N, 4, 84, 84] uint8 -> V(x): [N]."""
-        return self.critic(self.hidden(x)).squeeze(-1)
-
-    def get_action_and_value(
-        self, x: torch.Tensor, action: Optional[torch.Tensor] = None
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """x: [N, 4, 84, 84] uint8 -> (action [N], logprob [N], entropy [N], value [N]); samples when action is None."""
-        hidden = self.hidden(x)
-        action, logprob, entropy = categorical(self.actor(hidden), action)
-        return action, logprob, entropy, self.critic(hidden).squeeze(-1)
-
-    def act(self, x: torch.Tensor, greedy: bool = False) -> torch.Tensor:
-        """x: [N, 4, 84, 84] uint8 -> actions [N]: argmax when greedy, else sampled (evaluate.py's Policy contract)."""
-        logits = self.actor(self.hidden(x))
-        return logits.argmax(-1) if greedy else categorical(logits)[0]
+Agent = NatureCNNAgent
+"""CleanRL's Nature CNN trunk shared by a linear actor and critic (rlfast/algos/nets.py)."""
 
 
 def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> Agent:

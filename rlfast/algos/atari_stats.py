@@ -22,7 +22,7 @@ Rules, with rlfast's next-step autoreset (``new_game`` marks the first observati
   steps taken; the observations from ``pool.reset()`` are not steps and are not passed here.
 """
 
-from typing import Union
+from typing import Optional, Union
 
 import torch
 
@@ -35,9 +35,15 @@ class GameStats:
         self.length = torch.zeros(num_envs, dtype=torch.int32, device=device)
 
     def update(
-        self, raw_reward: torch.Tensor, truncated: torch.Tensor, game_over: torch.Tensor, new_game: torch.Tensor
+        self,
+        raw_reward: torch.Tensor,
+        truncated: torch.Tensor,
+        game_over: torch.Tensor,
+        new_game: torch.Tensor,
+        env_ids: Optional[torch.Tensor] = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Adds one step result of every env: all arguments [B] in env order.
+        """Adds one step result of every env: all arguments [B] in env order (or of the envs ``env_ids``
+        [B], an async pool's batch: then score and length are [B] copies in that order).
 
         raw_reward: ``info["reward"]``; truncated: the pool's ``truncated``; game_over,
         new_game: ``info["game_over"]``, ``info["new_game"]``.
@@ -46,7 +52,13 @@ class GameStats:
         copy them before the next ``update``.
         """
         # A new game's reset step starts the count at 1 (its reward is 0); otherwise accumulate.
+        ended = game_over | truncated
+        if env_ids is not None:
+            ids = env_ids.long()
+            score = self.score[ids].mul_(~new_game).add_(raw_reward)
+            length = self.length[ids].mul_(~new_game).add_(1)
+            self.score[ids], self.length[ids] = score, length
+            return ended, score, length
         self.score.mul_(~new_game).add_(raw_reward)
         self.length.mul_(~new_game).add_(1)
-        ended = game_over | truncated
         return ended, self.score, self.length

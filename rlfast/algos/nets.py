@@ -1,9 +1,15 @@
-"""Network building blocks the trainers share: CleanRL's orthogonal initialization and its tanh MLP."""
+"""Networks the trainers share: CleanRL's orthogonal initialization, its tanh MLP, and its two
+discrete-action actor-critics (``MLPAgent`` for vector observations, ``NatureCNNAgent`` for
+stacked Atari frames), each with ``get_value``, ``get_action_and_value`` and ``act`` (the
+``Policy`` contract of ``scripts/evaluate.py``)."""
 
 import math
+from typing import Optional
 
 import torch
 from torch import nn
+
+from rlfast.algos.distributions import categorical
 
 M = nn.Module
 
@@ -23,3 +29,65 @@ def tanh_mlp(in_dim: int, hidden: int, out_dim: int, out_std: float) -> nn.Seque
         layer_init(nn.Linear(hidden, hidden)), nn.Tanh(),
         layer_init(nn.Linear(hidden, out_dim), std=out_std),
     )  # fmt: skip
+
+
+class MLPAgent(nn.Module):
+    """CleanRL's ppo.py network: separate 64-64 tanh actor and critic."""
+
+    def __init__(self, obs_dim: int, num_actions: int) -> None:
+        super().__init__()
+        self.critic = tanh_mlp(obs_dim, 64, 1, out_std=1.0)
+        self.actor = tanh_mlp(obs_dim, 64, num_actions, out_std=0.01)
+
+    def get_value(self, x: torch.Tensor) -> torch.Tensor:
+        """x: [N, obs_dim] -> V(x): [N]."""
+        return self.critic(x).squeeze(-1)
+
+    def get_action_and_value(
+        self, x: torch.Tensor, action: Optional[torch.Tensor] = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """x: [N, obs_dim] -> (action [N], logprob [N], entropy [N], value [N]); samples when action is None."""
+        action, logprob, entropy = categorical(self.actor(x), action)
+        return action, logprob, entropy, self.get_value(x)
+
+    def act(self, x: torch.Tensor, greedy: bool = False) -> torch.Tensor:
+        """x: [N, obs_dim] -> actions [N]: argmax when greedy, else sampled."""
+        logits = self.actor(x)
+        return logits.argmax(-1) if greedy else categorical(logits)[0]
+
+
+class NatureCNNAgent(nn.Module):
+    """CleanRL's ppo_atari network: the Nature CNN (Mnih et al. 2015) trunk shared by a linear actor and critic."""
+
+    def __init__(self, in_channels: int, num_actions: int) -> None:
+        super().__init__()
+        self.network = nn.Sequential(
+            layer_init(nn.Conv2d(in_channels, 32, 8, stride=4)), nn.ReLU(),
+            layer_init(nn.Conv2d(32, 64, 4, stride=2)), nn.ReLU(),
+            layer_init(nn.Conv2d(64, 64, 3, stride=1)), nn.ReLU(),
+            nn.Flatten(),
+            layer_init(nn.Linear(64 * 7 * 7, 512)), nn.ReLU(),
+        )  # fmt: skip
+        self.actor = layer_init(nn.Linear(512, num_actions), std=0.01)
+        self.critic = layer_init(nn.Linear(512, 1), std=1.0)
+
+    def hidden(self, x: torch.Tensor) -> torch.Tensor:
+        """x: [N, C, 84, 84] uint8 frames -> [N, 512] features (scaled to [0, 1] here)."""
+        return self.network(x / 255.0)
+
+    def get_value(self, x: torch.Tensor) -> torch.Tensor:
+        """x: [N, C, 84, 84] uint8 -> V(x): [N]."""
+        return self.critic(self.hidden(x)).squeeze(-1)
+
+    def get_action_and_value(
+        self, x: torch.Tensor, action: Optional[torch.Tensor] = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """x: [N, C, 84, 84] uint8 -> (action [N], logprob [N], entropy [N], value [N]); samples when action is None."""
+        hidden = self.hidden(x)
+        action, logprob, entropy = categorical(self.actor(hidden), action)
+        return action, logprob, entropy, self.critic(hidden).squeeze(-1)
+
+    def act(self, x: torch.Tensor, greedy: bool = False) -> torch.Tensor:
+        """x: [N, C, 84, 84] uint8 -> actions [N]: argmax when greedy, else sampled."""
+        logits = self.actor(self.hidden(x))
+        return logits.argmax(-1) if greedy else categorical(logits)[0]

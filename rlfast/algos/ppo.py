@@ -160,9 +160,22 @@ class PPOLoss(NamedTuple):
     """Fraction of samples with |ratio - 1| > clip_coef."""
 
 
-def normalize_advantages(advantages: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
-    """``(a - mean) / (std + eps)`` over all of ``advantages`` (CleanRL's per-minibatch norm_adv)."""
-    return (advantages - advantages.mean()) / (advantages.std() + eps)
+def normalize_advantages(
+    advantages: torch.Tensor, eps: float = 1e-8, weights: Optional[torch.Tensor] = None
+) -> torch.Tensor:
+    """``(a - mean) / (std + eps)`` over all of ``advantages`` (CleanRL's per-minibatch norm_adv), or over
+    the samples ``weights`` (0/1) keeps."""
+    if weights is None:
+        return (advantages - advantages.mean()) / (advantages.std() + eps)
+    n = weights.sum()
+    mean = (advantages * weights).sum() / n.clamp(min=1)
+    var = (((advantages - mean) ** 2) * weights).sum() / (n - 1).clamp(min=1)
+    return (advantages - mean) / (var.sqrt() + eps)
+
+
+def weighted_mean(x: torch.Tensor, weights: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``x.mean()``, or the mean over the samples ``weights`` (0/1) keeps (0 when it keeps none)."""
+    return x.mean() if weights is None else (x * weights).sum() / weights.sum().clamp(min=1)
 
 
 def ppo_loss(
@@ -179,6 +192,7 @@ def ppo_loss(
     clip_vloss: bool = True,
     vf_clip_coef: Optional[float] = None,
     norm_adv: bool = True,
+    weights: Optional[torch.Tensor] = None,
 ) -> PPOLoss:
     """CleanRL's PPO minibatch loss.
 
@@ -197,30 +211,31 @@ def ppo_loss(
             clamp(newvalue - oldvalue, -c, c)`` (c = ``vf_clip_coef`` or ``clip_coef``).
         vf_clip_coef: value clip range; defaults to ``clip_coef`` (CleanRL).
         norm_adv: normalize advantages over this minibatch.
+        weights: [N] 0/1: the samples the loss and its diagnostics average over (None: all).
     """
     logratio = newlogprob - oldlogprob
     ratio = logratio.exp()
     with torch.no_grad():
-        old_approx_kl = (-logratio).mean()
-        approx_kl = ((ratio - 1) - logratio).mean()
-        clipfrac = ((ratio - 1.0).abs() > clip_coef).float().mean()
+        old_approx_kl = weighted_mean(-logratio, weights)
+        approx_kl = weighted_mean((ratio - 1) - logratio, weights)
+        clipfrac = weighted_mean(((ratio - 1.0).abs() > clip_coef).float(), weights)
 
     if norm_adv:
-        advantages = normalize_advantages(advantages)
+        advantages = normalize_advantages(advantages, weights=weights)
     pg_loss1 = -advantages * ratio
     pg_loss2 = -advantages * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
-    policy_loss = torch.max(pg_loss1, pg_loss2).mean()
+    policy_loss = weighted_mean(torch.max(pg_loss1, pg_loss2), weights)
 
     if clip_vloss:
         c = clip_coef if vf_clip_coef is None else vf_clip_coef
         v_loss_unclipped = (newvalue - returns) ** 2
         v_clipped = oldvalue + torch.clamp(newvalue - oldvalue, -c, c)
         v_loss_clipped = (v_clipped - returns) ** 2
-        value_loss = 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
+        value_loss = 0.5 * weighted_mean(torch.max(v_loss_unclipped, v_loss_clipped), weights)
     else:
-        value_loss = 0.5 * ((newvalue - returns) ** 2).mean()
+        value_loss = 0.5 * weighted_mean((newvalue - returns) ** 2, weights)
 
-    entropy_mean = entropy.mean()
+    entropy_mean = weighted_mean(entropy, weights)
     loss = policy_loss - ent_coef * entropy_mean + vf_coef * value_loss
     return PPOLoss(loss, policy_loss, value_loss, entropy_mean, old_approx_kl, approx_kl, clipfrac)
 

@@ -25,7 +25,7 @@ from rlfast.algos.config import parse_or_resume
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"
-TRAINERS = ("ppo.py", "ppo_atari.py", "ppo_continuous.py", "dqn.py", "dqn_atari.py")
+TRAINERS = ("ppo.py", "ppo_atari.py", "ppo_continuous.py", "dqn.py", "dqn_atari.py", "appo.py")
 
 
 def load(name):
@@ -98,6 +98,14 @@ BAD_FLAGS = [
     ("dqn.py", ["--replay-ratio", "0"], "--replay-ratio must be > 0, got 0.0"),
     ("dqn_atari.py", ["--env-id", "CartPole-v1"], "dqn_atari.py trains atari tasks; CartPole-v1 is from the"),
     ("dqn_atari.py", ["--learning-starts", "8"], "--learning-starts 8 must be >= --batch-size 32"),
+    ("appo.py", ["--env-id", "Pendulum-v1"], "appo.py trains classic_control or atari tasks; Pendulum-v1 is from"),
+    ("appo.py", ["--env-id", "CartPole-v1", "--batch-size", "100"], "--batch-size 100 is not a whole number of "
+     "--rollout 32 trajectories"),
+    ("appo.py", ["--num-minibatches", "3"], "the 64 trajectories of a batch do not split into --num-minibatches 3"),
+    ("appo.py", ["--deterministic", "--num-envs", "32"], "--deterministic trains on whole rollouts of every env: "
+     "--batch-size must be --num-envs x --rollout = 1024, got 2048"),
+    ("appo.py", ["--env-batch-size", "65"], "--env-batch-size must be in [1, --num-envs 64], got 65"),
+    ("appo.py", ["--rho-bar", "0"], "--rho-bar must be > 0, got 0.0"),
 ]
 if not torch.cuda.is_available():
     BAD_FLAGS.append(("ppo_continuous.py", ["--cudagraphs"], "--cudagraphs needs a CUDA device"))

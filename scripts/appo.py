@@ -1,0 +1,96 @@
+"""APPO: asynchronous PPO with V-trace (Sample Factory's algorithm) on rlfast's async pool.
+
+A sampler thread steps the pool in async mode (``--env-batch-size`` envs per ``recv``, half of
+``--num-envs`` by default, so one half steps while the policy acts on the other), writes each
+env's steps into device trajectories of ``--rollout`` steps and hands complete ones to the learner
+``--batch-size`` samples at a time through a bounded queue. The learner (this thread) computes
+V-trace targets under its current weights and takes ``--num-minibatches`` PPO-clipped SGD steps
+per batch, publishing the weights to the sampler after each; every sample keeps the version
+that chose it, and the policy lag is logged (``charts/policy_lag_mean`` / ``_max``, SGD steps).
+``--deterministic`` is Cleanba's arrangement instead: a sync pool, and sampler and learner
+alternating through queues of one so the learner always learns from the second-latest weights:
+the same seed gives the same losses. Pieces: ``rlfast/algos/appo.py``, ``rlfast/algos/vtrace.py``;
+the run layer (``rlfast/algos/run.py``) does what every trainer does alike.
+
+    python scripts/appo.py                                     # Pong-v5, 64 envs, Nature CNN
+    python scripts/appo.py --config configs/cartpole_appo.toml # CartPole (MLP) in about a minute
+    python scripts/appo.py --env-id Breakout-v5 --deterministic --num-envs 64 --batch-size 2048
+    python scripts/evaluate.py runs/<run>
+
+Profile: the learner's ``wait`` (for a batch) and ``train``; the sampler's ``env`` (recv and
+send), ``inference`` and ``storage`` are logged as ``perf/sampler_*``. For Atari,
+``charts/episodic_return`` is the raw score of a whole game; learning uses clipped per-life rewards.
+"""
+
+import sys
+from dataclasses import dataclass
+from typing import Optional
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+import rlfast
+from rlfast.algos.appo import APPOArgs, EpisodeCollector, Sampler, appo_loss, learn
+from rlfast.algos.config import parse_or_resume
+from rlfast.algos.nets import MLPAgent, NatureCNNAgent
+from rlfast.algos.run import Run, fail
+
+SCRIPT = "appo.py"
+ATARI_ENV_KWARGS = {"episodic_life": True, "reward_clip": True}
+"""Atari training: lives as episodes, clipped rewards (CleanRL's and Sample Factory's wrappers); 4 stacked frames"""
+ATARI_EVAL_ENV_KWARGS = {"episodic_life": False, "reward_clip": False}
+"""scripts/evaluate.py's: whole games, raw scores"""
+
+
+@dataclass
+class Args(APPOArgs):
+    """APPOArgs' defaults (rlfast/algos/appo.py) on Pong-v5."""
+
+    exp_name: str = "appo"
+    env_id: str = "Pong-v5"
+    """the task id: an Atari game or a classic control task with discrete actions (rlfast.list_envs())"""
+    total_timesteps: int = 10000000
+
+
+def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> torch.nn.Module:
+    """The network for these spaces: the Nature CNN for stacked 84x84 frames, else the 64-64 tanh MLP
+    (scripts/evaluate.py rebuilds it from a checkpoint with this)."""
+    if not isinstance(action_space, gym.spaces.Discrete):
+        raise fail(f"{args.env_id} has a {type(action_space).__name__} action space; appo.py needs Discrete")
+    if len(obs_space.shape) == 3:
+        if tuple(obs_space.shape[1:]) != (84, 84):
+            raise fail(f"{args.env_id} observations are {tuple(obs_space.shape)}; the Nature CNN needs (C, 84, 84)")
+        return NatureCNNAgent(obs_space.shape[0], int(action_space.n))
+    return MLPAgent(int(np.prod(obs_space.shape)), int(action_space.n))
+
+
+def main(args: Args, ckpt: Optional[dict] = None) -> int:
+    run = Run(args, SCRIPT, ckpt, iterations=args.num_iterations, steps_per_iteration=args.batch_size,
+              families=("classic_control", "atari"), sections=("wait", "train"))  # fmt: skip
+    device, timer = run.device, run.timer
+    atari = rlfast.task_family(args.env_id) == "atari"
+    env_kwargs = ATARI_ENV_KWARGS if atari else {}
+    envs = run.make_env(args.num_envs, batch_size=args.recv_batch, num_threads=args.num_threads, **env_kwargs)
+    agent = make_agent(args, envs.single_observation_space, envs.single_action_space).to(device)
+    optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+    run.track(models={"agent": agent}, optimizers={"optimizer": optimizer}, env_kwargs=env_kwargs or None,
+              eval_env_kwargs=ATARI_EVAL_ENV_KWARGS if atari else None)  # fmt: skip
+    loss_fn = run.compile(appo_loss)
+    episodes = EpisodeCollector(args.num_envs, atari)
+    generator = torch.Generator(device=device).manual_seed(args.seed)  # the learner's minibatch order
+    version = 0  # SGD steps taken by this process (the policy lag counts in these)
+
+    with run, Sampler(envs, args, agent, episodes, device) as sampler:
+        for _ in run.iterations():
+            with timer("wait"):
+                batch = sampler.next_batch()
+            with timer("train"):
+                version, scalars = learn(agent, optimizer, loss_fn, batch, args, sampler.weights, version, generator)
+            sampler.release(batch)
+            run.end_iteration(args.batch_size, {**scalars, **sampler.perf()}, episodes.take())
+    return run.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main(*parse_or_resume(Args, SCRIPT)))

@@ -1,0 +1,166 @@
+"""APPO's pieces (rlfast/algos/appo.py): trajectories assembled from async result batches against the streams
+that made them, the learner's weights reaching the sampler (immediate and alternating), the sampler's exception
+surfacing on the learner's side, episode statistics of env subsets, and the masked loss."""
+
+import queue
+import threading
+
+import pytest
+import torch
+
+import rlfast
+from rlfast.algos.appo import (
+    APPOArgs, EpisodeCollector, Sampler, Stopped, Trajectories, TrajectoryBuilder, Weights, appo_loss,
+)
+from rlfast.algos.nets import MLPAgent
+
+
+def encode(env, t):
+    """The observation of env ``env`` at its stream step ``t``: both numbers readable back."""
+    return torch.stack((env.float(), t.float()), 1)
+
+
+def test_builder_assembles_each_envs_steps_in_order_from_async_batches():
+    N, T, K = 6, 5, 4
+    g = torch.Generator().manual_seed(0)
+    emitted, free = [], queue.Queue()
+    for _ in range(60):
+        free.put(Trajectories(K, T, (2,), torch.float32, (), torch.long, torch.device("cpu")))
+    builder = TrajectoryBuilder(N, T, K, lambda k: Trajectories(k, T, (2,), torch.float32, (), torch.long, "cpu"),
+                                free.get_nowait, emitted.append)  # fmt: skip
+    t = torch.zeros(N, dtype=torch.long)  # stream step of each env's next observation
+    end_at = lambda e, s: (e * 7 + s * 3) % 11 == 0  # noqa: E731 - the step s of env e ends an episode
+    first = True
+    for _ in range(200):
+        ids = torch.arange(N) if first else torch.randperm(N, generator=g)[: int(torch.randint(1, N + 1, (1,),
+                                                                                             generator=g))]  # fmt: skip
+        # The results of the envs' previous steps (rewards and ends of step t - 1) and their observations at t.
+        prev = t[ids] - 1
+        rewards = (ids * 100 + prev).float()
+        ends = torch.tensor([bool(end_at(int(e), int(s))) for e, s in zip(ids, prev)])
+        terminated, truncated = ends & (ids % 2 == 0), ends & (ids % 2 == 1)
+        builder.observe(ids.int(), encode(ids, t[ids]), rewards, terminated, truncated)
+        builder.act(ids.int(), encode(ids, t[ids]), ids * 1000 + t[ids], -(t[ids].float()), version=int(t[ids].max()))
+        t[ids] += 1
+        first = False
+    assert len(emitted) >= 5
+    seen = {e: [] for e in range(N)}
+    for batch in emitted:
+        for k in range(K):
+            env = int(batch.obs[k, 0, 0])
+            steps = batch.obs[k, :, 1].long()
+            assert (batch.obs[k, :, 0] == env).all()
+            assert torch.equal(steps, steps[0] + torch.arange(T + 1)), steps  # T steps and the observation after
+            assert steps[0] % T == 0
+            seen[env].append(int(steps[0]))
+            assert torch.equal(batch.actions[k], env * 1000 + steps[:T])
+            assert torch.equal(batch.logprobs[k], -steps[:T].float())
+            assert torch.equal(batch.rewards[k], (env * 100 + steps[:T]).float())
+            ends = torch.tensor([bool(end_at(env, int(s))) for s in steps[:T]])
+            assert torch.equal(batch.terminated[k] | batch.truncated[k], ends)
+            assert not (batch.terminated[k] & batch.truncated[k]).any()
+            ended_before = torch.tensor([bool(int(s) > 0 and end_at(env, int(s) - 1)) for s in steps[:T]])
+            assert torch.equal(batch.reset[k], ended_before)  # the step after an end is the pool's reset step
+    for env, starts in seen.items():  # every env's trajectories, each once, in its own order
+        assert starts == list(range(0, T * len(starts), T)), (env, starts)
+
+
+def test_weights_immediate_and_alternating():
+    agent = MLPAgent(4, 2)
+    stop = threading.Event()
+    w = Weights(agent, alternating=False, stop=stop)
+    with torch.no_grad():
+        agent.actor[0].weight.add_(1.0)
+    assert not torch.equal(w.acting.actor[0].weight, agent.actor[0].weight)
+    w.publish(agent, 3, end_of_batch=False)
+    assert torch.equal(w.acting.actor[0].weight, agent.actor[0].weight) and w.version == 3
+    assert not w.acting.actor[0].weight.requires_grad
+
+    # Alternating: rollouts 1 and 2 act with the initial weights, rollout i with those after batch i - 2.
+    w = Weights(agent, alternating=True, stop=stop)
+    initial = agent.actor[0].weight.clone()
+    w.start_rollout()
+    w.start_rollout()
+    assert torch.equal(w.acting.actor[0].weight, initial)
+    with torch.no_grad():
+        agent.actor[0].weight.add_(1.0)
+    w.publish(agent, 5, end_of_batch=False)  # mid-batch: nothing
+    assert torch.equal(w.acting.actor[0].weight, initial)
+    w.publish(agent, 6, end_of_batch=True)
+    after_batch_1 = agent.actor[0].weight.clone()
+    with torch.no_grad():
+        agent.actor[0].weight.add_(1.0)
+    w.start_rollout()  # rollout 3: batch 1's weights, not the learner's newer ones
+    assert torch.equal(w.acting.actor[0].weight, after_batch_1) and w.version == 6
+    stop.set()
+    with pytest.raises(Stopped):
+        w.start_rollout()  # nothing published: a stopping run does not wait forever
+
+
+def test_sampler_exception_surfaces_in_the_learner_and_nothing_hangs():
+    args = APPOArgs(env_id="CartPole-v1", num_envs=4, rollout=4, batch_size=16)
+    envs = rlfast.make("CartPole-v1", 4, batch_size=2, seed=0)
+    calls = []
+
+    def failing(ids, *_):
+        calls.append(1)
+        if len(calls) == 30:
+            raise RuntimeError("boom in the sampler")
+
+    agent = MLPAgent(4, 2)
+    with pytest.raises(RuntimeError, match="boom in the sampler"):
+        with Sampler(envs, args, agent, failing, torch.device("cpu")) as sampler:
+            while True:
+                sampler.release(sampler.next_batch())
+    envs.close()
+
+
+def test_sampler_hands_on_full_batches_and_stops_when_the_learner_does():
+    args = APPOArgs(env_id="CartPole-v1", num_envs=8, rollout=8, batch_size=32, queue_size=1)
+    envs = rlfast.make("CartPole-v1", 8, batch_size=4, seed=0)
+    episodes = EpisodeCollector(8, atari=False)
+    with Sampler(envs, args, MLPAgent(4, 2), episodes, torch.device("cpu")) as sampler:
+        batches = [sampler.next_batch() for _ in range(3)]  # not released: the sampler must wait, not overwrite
+        assert len({id(b) for b in batches}) == 3
+        obs = torch.stack([b.obs for b in batches])
+        assert obs.shape == (3, 4, 9, 4) and obs.abs().sum() > 0
+    assert not sampler._thread.is_alive()  # left the with: stopped and joined while blocked on the full queue
+    done, returns, lengths = episodes.take()
+    assert done.shape == returns.shape == lengths.shape and done.all()
+    envs.close()
+
+
+def test_episode_collector_counts_whole_atari_games_of_env_subsets():
+    c = EpisodeCollector(3, atari=True)
+    no = torch.zeros(2, dtype=torch.bool)
+    # env 0 and 2 start games; 2 steps of env 0 (score 1 + 2), env 2's game ends after 1 step (score 5).
+    c(torch.tensor([0, 2]), None, no, no, {"reward": torch.tensor([1.0, 5.0]), "game_over": torch.tensor([False, True]),
+                                           "new_game": torch.tensor([True, True])})  # fmt: skip
+    c(torch.tensor([0]), None, no[:1], no[:1], {"reward": torch.tensor([2.0]), "game_over": torch.tensor([True]),
+                                                 "new_game": torch.tensor([False])})  # fmt: skip
+    done, returns, lengths = c.take()
+    assert returns.tolist() == [[5.0, 3.0]] and lengths.tolist() == [[1, 2]] and done.all()
+    assert c.take()[1].shape == (1, 0)
+
+
+def test_loss_leaves_reset_steps_out():
+    torch.manual_seed(0)
+    agent = MLPAgent(3, 2)
+    args = APPOArgs(rollout=4)
+    batch = Trajectories(2, 4, (3,), torch.float32, (), torch.long, "cpu")
+    batch.obs.normal_()
+    batch.actions.random_(0, 2)
+    batch.rewards.normal_()
+    batch.logprobs.fill_(-0.7)
+    mb = batch.rows(torch.arange(2))
+    # Trajectory 0 terminates at row 1, so row 2 is the pool's reset step: its reward and action change nothing.
+    mb["terminated"][0, 1] = True
+    mb["reset"][0, 2] = True
+    before = appo_loss(agent, args, mb)
+    mb["rewards"][0, 2] += 100.0
+    mb["actions"][0, 2] = 1 - mb["actions"][0, 2]
+    after = appo_loss(agent, args, mb)
+    torch.testing.assert_close(after.loss, before.loss)
+    torch.testing.assert_close(after.value_loss, before.value_loss)
+    mb["reset"][0, 2] = False  # were it a real step, they would
+    assert not torch.allclose(appo_loss(agent, args, mb).loss, after.loss)
