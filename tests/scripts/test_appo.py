@@ -1,0 +1,135 @@
+"""scripts/appo.py end to end with seconds-long budgets: run dir, tensorboard tags (policy lag, the sampler's
+profile), checkpoint, evaluate.py, --resume, Ctrl-C, an Atari run, --deterministic giving the same losses twice,
+and a slow test that trains CartPole with the preset. The pieces: tests/algos/test_appo.py, test_vtrace.py."""
+
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from rlfast.algos.checkpoint import load_checkpoint
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = ROOT / "scripts"
+TINY = ["--env-id", "CartPole-v1", "--num-envs", "8", "--rollout", "8", "--batch-size", "64", "--no-cuda",
+        "--torch-threads", "1", "--runs-dir", "runs"]  # fmt: skip
+
+
+def run(script, *args, cwd, timeout=180):
+    return subprocess.run([sys.executable, str(SCRIPTS / script), *args], check=False, capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd)  # fmt: skip
+
+
+def scalars(run_dir, tag):
+    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+    acc.Reload()
+    return [(e.step, e.value) for e in acc.Scalars(tag)], set(acc.Tags()["scalars"])
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("appo")
+    proc = run("appo.py", *TINY, "--total-timesteps", "3200", cwd=tmp)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run_dir,) = (tmp / "runs").iterdir()
+    return run_dir, proc
+
+
+def test_smoke_run_outputs_and_checkpoint(smoke_run):
+    run_dir, proc = smoke_run
+    assert re.fullmatch(r"CartPole-v1__appo__1__\d+", run_dir.name)
+    assert "EnvPool('CartPole-v1', num_envs=8, batch_size=4" in proc.stdout and "async" in proc.stdout
+    assert re.search(r"step\s+3,200/3,200 \|", proc.stdout) and "profile over 50 iterations" in proc.stdout
+    ckpt = load_checkpoint(run_dir)
+    assert ckpt["script"] == "appo.py" and (ckpt["iteration"], ckpt["global_step"]) == (50, 3200)
+    lag, tags = scalars(run_dir, "charts/policy_lag_mean")
+    expected = {"charts/episodic_return", "charts/SPS", "losses/policy_loss", "losses/value_loss", "losses/entropy",
+                "losses/approx_kl", "losses/clipfrac", "charts/policy_lag_max", "perf/wait", "perf/train",
+                "perf/other", "perf/sampler_env", "perf/sampler_inference", "perf/sampler_storage"}  # fmt: skip
+    assert expected <= tags, expected - tags
+    # Async: samples were chosen by weights some SGD steps old, never by newer ones than the learner's.
+    assert all(v >= 0 for _, v in lag) and max(v for _, v in lag) > 0
+
+
+def test_evaluate_and_resume(smoke_run, tmp_path):
+    run_dir, _ = smoke_run
+    proc = run("evaluate.py", str(run_dir), "--episodes", "2", cwd=tmp_path)
+    assert proc.returncode == 0 and "appo.py checkpoint at step 3,200, greedy policy" in proc.stdout, (
+        proc.stdout + proc.stderr
+    )
+    copy = tmp_path / run_dir.name
+    copy.mkdir()
+    (copy / "checkpoint.pt").write_bytes((run_dir / "checkpoint.pt").read_bytes())
+    proc = run("appo.py", "--resume", str(copy), "--total-timesteps", "3840", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (load_checkpoint(copy)["global_step"], "profile over 10 iterations" in proc.stdout) == (3840, True)
+
+
+def test_deterministic_runs_give_identical_losses(tmp_path):
+    flags = [*TINY, "--deterministic", "--env-batch-size", "8", "--total-timesteps", "1280"]
+    losses = []
+    for i in range(2):
+        proc = run("appo.py", *flags, "--runs-dir", f"runs{i}", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "batch_size=8" in proc.stdout and "sync" in proc.stdout
+        (run_dir,) = (tmp_path / f"runs{i}").iterdir()
+        losses.append([scalars(run_dir, f"losses/{t}")[0] for t in ("policy_loss", "value_loss", "entropy")])
+        lag = scalars(run_dir, "charts/policy_lag_mean")[0]
+        # Batch 1 learns from the initial weights (lag 0 at its first step), every later batch from those of the
+        # batch before the previous one: one batch (1 SGD step per minibatch here: 2) behind at its first step.
+        assert lag[0][1] == pytest.approx(0.5) and all(v == pytest.approx(2.5) for _, v in lag[2:]), lag
+    assert losses[0] == losses[1]
+    assert len(losses[0][0]) == 20 and len({v for _, v in losses[0][0]}) > 1
+
+
+def test_atari_run_logs_whole_games(tmp_path):
+    proc = run("appo.py", "--env-id", "Breakout-v5", "--num-envs", "4", "--rollout", "8", "--batch-size", "32",
+               "--total-timesteps", "640", "--no-cuda", "--torch-threads", "1", "--runs-dir", "runs",
+               cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    ckpt = load_checkpoint(run_dir)
+    assert ckpt["env_kwargs"] == {"episodic_life": True, "reward_clip": True}
+    assert ckpt["eval_env_kwargs"] == {"episodic_life": False, "reward_clip": False}
+    assert "network.0.weight" in ckpt["models"]["agent"]  # the Nature CNN
+
+
+def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
+    cmd = [sys.executable, str(SCRIPTS / "appo.py"), *TINY, "--total-timesteps", "100000000"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().startswith("run dir:")
+        assert proc.stdout.readline().startswith("step")
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    ckpt = load_checkpoint(run_dir)
+    assert f"interrupted at step {ckpt['global_step']:,} (iteration {ckpt['iteration']})" in out
+    assert ckpt["global_step"] == ckpt["iteration"] * 64 and ckpt["iteration"] >= 1
+
+
+def test_a_failing_env_option_stops_the_run_with_its_error(tmp_path):
+    proc = run("appo.py", *TINY, "--total-timesteps", "640", "--num-threads", "0", cwd=tmp_path)
+    assert proc.returncode == 1 and proc.stderr.startswith("error: --num-threads must be >= 1"), proc.stderr
+
+
+@pytest.mark.slow
+def test_cartpole_preset_reaches_400(tmp_path):
+    start = time.perf_counter()
+    proc = run("appo.py", "--config", str(ROOT / "configs" / "cartpole_appo.toml"), "--target-return", "400",
+               "--no-cuda", cwd=tmp_path, timeout=600)  # fmt: skip
+    seconds = time.perf_counter() - start
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    last = [line for line in proc.stdout.splitlines() if line.startswith("step")][-1]
+    mean_return = float(re.search(r"return\s+([\d.]+) \(last 20 ep\)", last).group(1))
+    print(f"{last} in {seconds:.0f} s")
+    assert mean_return >= 400, last

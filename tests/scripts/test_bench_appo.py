@@ -1,0 +1,20 @@
+"""Smoke test of scripts/bench_appo.py: every row really runs (tiny settings) and the table prints its ratios."""
+
+import pytest
+
+
+def test_all_rows_side_by_side(capsys, load_script):
+    bench = load_script("bench_appo.py")
+    results = bench.main(bench.Args(env_id="CartPole-v1", num_envs=8, batch_size=64, steps=2048, cuda=False,
+                                    torch_threads=1))  # fmt: skip
+    assert list(results) == ["env-only", "sampler-only", "appo", "ppo"]
+    assert all(v > 0 for v in results.values()), results
+    assert results["env-only"] > results["sampler-only"]  # acting and storing cost something
+    out = capsys.readouterr().out
+    assert "CartPole-v1, 8 envs (4 per recv), batch 64, 2,048 steps" in out and "100.0%" in out
+
+
+def test_unknown_row_is_refused(load_script):
+    bench = load_script("bench_appo.py")
+    with pytest.raises(SystemExit, match=r"unknown contender\(s\) \['nope'\]"):
+        bench.main(bench.Args(contenders=("nope",)))
