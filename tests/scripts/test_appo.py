@@ -13,6 +13,7 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from rlfast.algos.checkpoint import load_checkpoint
+from rlfast.algos.config import parse_or_resume
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"
@@ -133,3 +134,12 @@ def test_cartpole_preset_reaches_400(tmp_path):
     mean_return = float(re.search(r"return\s+([\d.]+) \(last 20 ep\)", last).group(1))
     print(f"{last} in {seconds:.0f} s")
     assert mean_return >= 400, last
+
+
+@pytest.mark.parametrize("preset", ["cartpole_appo.toml", "pong_appo_5min.toml", "breakout_cleanba.toml"])
+def test_presets_are_valid_args(preset, load_script):
+    appo = load_script("appo.py")
+    args, _ = parse_or_resume(appo.Args, "appo.py", ["--config", str(ROOT / "configs" / preset)])
+    assert args.validate() == [] and args.config.endswith(preset)
+    if preset == "breakout_cleanba.toml":
+        assert args.deterministic and args.batch_size == args.num_envs * args.rollout
