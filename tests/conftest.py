@@ -1,9 +1,13 @@
 """Shared fixtures and markers."""
 
 import importlib.util
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
+from typing import Optional
 
 import pytest
 import torch
@@ -34,3 +38,37 @@ def load_script():
         return module
 
     return load
+
+
+@pytest.fixture
+def interrupt_training():
+    """``interrupt_training(script, *flags, cwd=..., env=None)``: starts ``scripts/<script>`` with ``flags``,
+    waits until training is under way (its first progress line), sends Ctrl-C (SIGINT) and checks the clean
+    exit every trainer owes: status 130, no traceback, and the message naming the step and iteration of the
+    ``checkpoint.pt`` it wrote to ``cwd/runs/<run>``. Returns ``(stdout, checkpoint)``."""
+    from rlfast.algos.checkpoint import load_checkpoint
+
+    scripts = Path(__file__).resolve().parents[1] / "scripts"
+
+    def interrupt(script: str, *flags: str, cwd: Path, env: Optional[dict] = None) -> tuple[str, dict]:
+        cmd = [sys.executable, str(scripts / script), *flags]
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        head = []
+        try:
+            while not (line := proc.stdout.readline()).startswith("step"):  # training is under way
+                assert line, f"{script} ended before training: {proc.stderr.read()}"
+                head.append(line)
+            time.sleep(0.5)
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=60)
+            out = "".join(head) + line + out
+        finally:
+            proc.kill()
+        assert proc.returncode == 130 and "Traceback" not in err, err
+        (run_dir,) = (cwd / "runs").iterdir()
+        ckpt = load_checkpoint(run_dir / "checkpoint.pt")
+        assert f"interrupted at step {ckpt['global_step']:,} (iteration {ckpt['iteration']}): saved " in out, out
+        assert ckpt["iteration"] >= 1
+        return out, ckpt
+
+    return interrupt

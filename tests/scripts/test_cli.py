@@ -98,7 +98,8 @@ BAD_FLAGS = [
     ("dqn.py", ["--replay-ratio", "0"], "--replay-ratio must be > 0, got 0.0"),
     ("dqn_atari.py", ["--env-id", "CartPole-v1"], "dqn_atari.py trains atari tasks; CartPole-v1 is from the"),
     ("dqn_atari.py", ["--learning-starts", "8"], "--learning-starts 8 must be >= --batch-size 32"),
-    ("appo.py", ["--env-id", "Pendulum-v1"], "appo.py trains classic_control or atari tasks; Pendulum-v1 is from"),
+    ("appo.py", ["--env-id", "Pendulum-v1"], "Pendulum-v1 has a Box action space; appo.py needs Discrete"),
+    ("appo.py", ["--env-id", "Ant-v5"], "appo.py trains classic_control or atari tasks; Ant-v5 is from the mujoco"),
     ("appo.py", ["--env-id", "CartPole-v1", "--batch-size", "100"], "--batch-size 100 is not a whole number of "
      "--rollout 32 trajectories"),
     ("appo.py", ["--num-minibatches", "3"], "the 64 trajectories of a batch do not split into --num-minibatches 3"),

@@ -124,23 +124,9 @@ def tomllib_load(path):
         return tomllib.load(f)
 
 
-def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
-    cmd = [sys.executable, str(SCRIPTS / "ppo.py"), *TINY, "--total-timesteps", "10000000", "--runs-dir", "runs"]
-    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout.readline().startswith("run dir:")
-        assert proc.stdout.readline().startswith("step")  # training is under way
-        time.sleep(0.5)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        proc.kill()
-    assert proc.returncode == 130, err
-    assert "Traceback" not in err
-    (run_dir,) = (tmp_path / "runs").iterdir()
-    ckpt = load_checkpoint(run_dir / "checkpoint.pt")
-    assert f"interrupted at step {ckpt['global_step']:,} (iteration {ckpt['iteration']}): saved " in out, out
-    assert ckpt["global_step"] == ckpt["iteration"] * 128 and ckpt["iteration"] >= 1
+def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path, interrupt_training):
+    _, ckpt = interrupt_training("ppo.py", *TINY, "--total-timesteps", "10000000", "--runs-dir", "runs", cwd=tmp_path)
+    assert ckpt["global_step"] == ckpt["iteration"] * 128
 
 
 def test_sigkill_loses_at_most_the_save_minutes(tmp_path):
