@@ -122,7 +122,9 @@ def test_cartpole_preset_reaches_400(tmp_path):
     assert mean_return >= 400, last
 
 
-@pytest.mark.parametrize("preset", ["cartpole_appo.toml", "pong_appo_5min.toml", "breakout_cleanba.toml"])
+@pytest.mark.parametrize(
+    "preset", ["cartpole_appo.toml", "pong_appo_5min.toml", "breakout_cleanba.toml", "pong_sample_factory.toml"]
+)
 def test_presets_are_valid_args(preset, load_script):
     appo = load_script("appo.py")
     args, _ = parse_or_resume(appo.Args, "appo.py", ["--config", str(ROOT / "configs" / preset)])
