@@ -52,7 +52,6 @@ import tyro
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import rlfast
-from rlfast.algos.dqn import linear_schedule
 from rlfast.algos.profiling import SectionTimer
 from rlfast.algos.replay import format_bytes
 from rlfast.algos.runlog import RunLog
@@ -183,7 +182,7 @@ def cleanrl_reference(args: Args, num_envs: int, batch_size: int, run_dir: Path)
     state = {"obs": envs.reset(seed=hp.seed)[0], "due": 0.0}
 
     def step(timer: SectionTimer, global_step: int) -> None:
-        epsilon = linear_schedule(hp.start_e, hp.end_e, hp.exploration_fraction * hp.total_timesteps, global_step)
+        epsilon = hp.epsilon(global_step)
         with timer("inference"):
             if random.random() < epsilon:
                 actions = np.array([envs.action_space.sample() for _ in range(num_envs)])
@@ -270,7 +269,7 @@ def contender_command(name: str, args: Args, setting: str, run_dir: Path) -> lis
 
 def read_result(name: str, setting: str, args: Args, run_dir: Path, stdout: str) -> Result:
     """Phase rates and section shares from the run's ``perf/*`` scalars; memory from its replay line."""
-    dirs = [d for d in run_dir.rglob("events.out.tfevents.*")]
+    dirs = list(run_dir.rglob("events.out.tfevents.*"))
     if not dirs:
         return Result(name, setting, note="no tensorboard log")
     acc = EventAccumulator(str(dirs[0].parent), size_guidance={"scalars": 0})

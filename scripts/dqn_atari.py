@@ -32,7 +32,7 @@ from torch import nn
 import rlfast
 from rlfast.algos.atari_stats import GameStats
 from rlfast.algos.config import parse_or_resume
-from rlfast.algos.dqn import DQNArgs, Learner, epsilon_greedy, linear_schedule, replay_buffer, td_loss
+from rlfast.algos.dqn import DQNArgs, Learner, epsilon_greedy, replay_buffer, td_loss
 from rlfast.algos.run import Run, fail
 
 SCRIPT = "dqn_atari.py"
@@ -130,8 +130,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     with run:
         for _ in run.iterations():
             for step in range(T):
-                epsilon = linear_schedule(args.start_e, args.end_e, args.exploration_fraction * args.total_timesteps,
-                                          global_step)  # fmt: skip
+                epsilon = args.epsilon(global_step)
                 with timer("inference"), torch.no_grad():
                     actions = epsilon_greedy(q_network(obs), epsilon)
                 with timer("env"):

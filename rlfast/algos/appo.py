@@ -337,7 +337,6 @@ class Sampler:
         self.timer = SectionTimer(("env", "inference", "storage"))
         self.error: Optional[BaseException] = None
         self._thread = threading.Thread(target=self._run, name="appo-sampler", daemon=True)
-        self._timer_lock = threading.Lock()
 
     def __enter__(self) -> "Sampler":
         self.timer.start_iteration()
@@ -393,9 +392,8 @@ class Sampler:
     def perf(self) -> dict[str, float]:
         """The sampler's seconds per section since the last call, as ``perf/sampler_*`` scalars (read from
         the learner's thread while the sampler adds to them: a section in progress counts in the next call)."""
-        with self._timer_lock:
-            times = self.timer.end_iteration()
-            self.timer.start_iteration()
+        times = self.timer.end_iteration()
+        self.timer.start_iteration()
         return {name.replace("perf/", "perf/sampler_"): s for name, s in times.items()}
 
 

@@ -21,7 +21,6 @@ from rlfast.algos.replay import ReplayBuffer, format_bytes
 from rlfast.algos.run import Run, RunArgs
 
 
-
 @dataclass
 class DQNArgs(RunArgs):
     """CleanRL's ``dqn.py`` hyperparameters (its defaults); a DQN script's ``Args`` extends this."""
@@ -67,6 +66,11 @@ class DQNArgs(RunArgs):
     @property
     def num_iterations(self) -> int:
         return self.total_timesteps // max(self.steps_per_iteration, 1)  # validate() reports a zero
+
+    def epsilon(self, global_step: int) -> float:
+        """The exploration at env step ``global_step``: CleanRL's linear schedule from --start-e to --end-e over
+        --exploration-fraction of --total-timesteps."""
+        return linear_schedule(self.start_e, self.end_e, self.exploration_fraction * self.total_timesteps, global_step)
 
     def validate(self) -> list[str]:
         problems = super().validate()

@@ -13,6 +13,9 @@ def test_linear_schedule_matches_cleanrl():
     assert linear_schedule(1.0, 0.05, 1000, 500) == pytest.approx(0.525)
     assert linear_schedule(1.0, 0.05, 1000, 1000) == pytest.approx(0.05)
     assert linear_schedule(1.0, 0.05, 1000, 5000) == 0.05
+    args = DQNArgs(total_timesteps=2000, exploration_fraction=0.5, start_e=1.0, end_e=0.05)
+    assert [args.epsilon(t) for t in (0, 500, 1000, 5000)] == [linear_schedule(1.0, 0.05, 1000, t) for t in
+                                                                (0, 500, 1000, 5000)]  # fmt: skip
 
 
 def test_epsilon_greedy_explores_at_the_rate_asked_and_is_greedy_otherwise():

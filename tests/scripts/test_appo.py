@@ -104,7 +104,7 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path, interrupt_trainin
     assert ckpt["global_step"] == ckpt["iteration"] * 64
 
 
-def test_a_failing_env_option_stops_the_run_with_its_error(tmp_path):
+def test_bad_flag_is_one_error_line(tmp_path):
     proc = run("appo.py", *TINY, "--total-timesteps", "640", "--num-threads", "0", cwd=tmp_path)
     assert proc.returncode == 1 and proc.stderr.startswith("error: --num-threads must be >= 1"), proc.stderr
 
