@@ -53,6 +53,7 @@ class BuildExt(build_ext):
             # -isystem: ALE's headers are not ours to warn about.
             e.extra_compile_args += [f for d in ale.include_dirs for f in ("-isystem", d)]
             e.extra_objects += ale.extra_objects
+            e.depends += ale.extra_objects  # relink when libale.a is rebuilt (e.g. new patches)
             e.libraries += ale.libraries
             # Bit-exact frame resize: no fused multiply-add contraction on any target.
             e.extra_compile_args += ["-ffp-contract=off"]

@@ -2,7 +2,8 @@
 
 The ale-py wheel ships the ROMs but no C++ headers or library; its sdist has the full C++
 source with CMake. We pin the sdist to the installed ale-py version (ROMs and emulator then
-come from the same release), check its sha256, and build it under ``build/ale-<ver>/``:
+come from the same release), check its sha256, apply rlfast's small source edits (PATCHES
+below: none changes emulation), and build it under ``build/ale-<ver>/``:
 
     build/ale-<ver>/ale_py-<ver>.tar.gz   the sdist (pip download cache)
     build/ale-<ver>/src/                  extracted source
@@ -123,6 +124,42 @@ def _extract(sdist: str, version: str, dest: str) -> str:
     return src
 
 
+# Source edits applied to the extracted sdist: (file, original text, replacement, why). Each
+# original must occur exactly once, so a new ale-py release fails loudly instead of silently
+# building unpatched. Bump PATCH_LEVEL when this list changes: older builds are then redone.
+PATCH_LEVEL = "1"
+PATCHES = [
+    # PhosphorBlend's tables (RGB averages and a 64^3 RGB->NTSC search: about 45 ms of CPU)
+    # are only read when "color_averaging" is on, which rlfast never sets; ALE builds them in
+    # the constructor of every StellaEnvironment, i.e. in every env and every reload of the
+    # ROM (reseeding). Built on first use instead: make() of an Atari pool gets about twice
+    # as fast and each env ~0.5 MB lighter (the tables' pages are never touched). Emulation
+    # is unchanged (the frame-equality tests against ale-py and EnvPool check it).
+    ("src/ale/environment/phosphor_blend.hpp",
+     "  uint32_t m_avg_palette[256][256];",
+     "  uint32_t m_avg_palette[256][256];\n  bool m_tables_ready = false;  // rlfast: built on first use"),
+    ("src/ale/environment/phosphor_blend.cpp",
+     "  m_phosphor_blend_ratio = 77;\n\n  makeAveragePalette();\n}",
+     "  m_phosphor_blend_ratio = 77;\n}"),
+    ("src/ale/environment/phosphor_blend.cpp",
+     "void PhosphorBlend::process(ALEScreen& screen) {\n",
+     "void PhosphorBlend::process(ALEScreen& screen) {\n"
+     "  if (!m_tables_ready) {\n    makeAveragePalette();\n    m_tables_ready = true;\n  }\n"),
+]
+
+
+def _patch(src: str) -> None:
+    for rel, old, new in PATCHES:
+        path = os.path.join(src, rel)
+        with open(path) as f:
+            text = f.read()
+        if text.count(old) != 1:
+            raise RuntimeError(f"cannot apply rlfast's ALE patch to {rel}: expected text found "
+                               f"{text.count(old)} times (a different ale-py release?)")
+        with open(path, "w") as f:
+            f.write(text.replace(old, new))
+
+
 def _cmake_build(src: str, build: str) -> None:
     if shutil.which("cmake") is None:
         raise RuntimeError("building ALE needs cmake (and zlib headers): e.g. apt-get install cmake zlib1g-dev")
@@ -155,13 +192,21 @@ def build_ale(root: str) -> AleBuild:
     build = os.path.join(base, "cmake")
     lib = os.path.join(build, "src", "ale", "libale.a")
     src = os.path.join(base, "src", f"ale_py-{version}")
-    if not (os.path.isfile(lib) and os.path.isdir(src)):
+    stamp = os.path.join(base, "rlfast_patch_level")
+    current = os.path.isfile(stamp) and open(stamp).read().strip() == PATCH_LEVEL
+    if not (current and os.path.isfile(lib) and os.path.isdir(src)):
+        # Start from a clean extraction so patches apply to the original text exactly once.
+        for stale in (os.path.join(base, "src"), build):
+            shutil.rmtree(stale, ignore_errors=True)
         sdist = _fetch_sdist(version, base)
         _check_hash(sdist, version)
         src = _extract(sdist, version, os.path.join(base, "src"))
+        _patch(src)
         _cmake_build(src, build)
         if not os.path.isfile(lib):
             raise RuntimeError(f"the ALE build finished without producing {lib}")
+        with open(stamp, "w") as f:
+            f.write(PATCH_LEVEL + "\n")
     return AleBuild(
         version=version,
         include_dirs=[os.path.join(src, "src"), os.path.join(src, "src", "ale"), os.path.join(build, "src", "ale")],
