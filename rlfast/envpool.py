@@ -60,6 +60,34 @@ _LIVE_POOLS: "weakref.WeakSet[EnvPool]" = weakref.WeakSet()
 
 ArrayLike = Union[torch.Tensor, np.ndarray, Sequence[Any]]
 
+INT32_MAX = 2**31 - 1
+SEED_MAX = 2**64 - 1
+"""Seeds are uint64 in the engine (ALE itself takes the low 31 bits)."""
+
+
+def _int_arg(name: str, value: Any, lo: int, hi: int, hint: str = "") -> int:
+    """``value`` as an int in [lo, hi]; ValueError naming ``name`` and the value otherwise.
+    Python ints, numpy integers and 0-d integer arrays pass; bools, floats and strings do not."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} must be an int, got {value!r}{hint}")
+    if value < lo:
+        raise ValueError(f"{name} must be >= {lo}{hint}, got {value}")
+    if value > hi:
+        raise ValueError(f"{name} must be <= {hi}{hint}, got {value}")
+    return int(value)
+
+
+def _seed_list(name: str, seeds: Any, n: int) -> list[int]:
+    """One seed per env from a sequence of ``n`` ints in [0, 2**64); ValueError otherwise."""
+    if isinstance(seeds, (str, bytes)) or np.ndim(seeds) != 1:
+        raise ValueError(f"{name} must be a sequence of {n} ints (one per env), got {seeds!r}")
+    values = list(seeds)
+    if len(values) != n:
+        raise ValueError(f"{name} must have one entry per env ({n}), got {len(values)}")
+    return [_int_arg(f"{name}[{i}]", v, 0, SEED_MAX) for i, v in enumerate(values)]
+
 
 def list_envs(include_testing: bool = False) -> list[str]:
     """All task ids this build can make (the ``testing`` family only when asked)."""
@@ -68,6 +96,8 @@ def list_envs(include_testing: bool = False) -> list[str]:
 
 def check_task_id(task_id: str) -> None:
     """Raises ValueError for an unknown task id, suggesting close names."""
+    if not isinstance(task_id, str):
+        raise ValueError(f"task_id must be a string such as 'CartPole-v1', got {task_id!r}")
     known = _C.list_tasks()
     if task_id in known:
         return
@@ -100,17 +130,36 @@ def _space(spec: dict, discrete_n: int = 0) -> gym.Space:
     return gym.spaces.Box(bound(spec["low"], -np.inf), bound(spec["high"], np.inf), shape, dtype)
 
 
-def _as_numpy(x: ArrayLike, name: str) -> np.ndarray:
+_TORCH_SENDABLE = (torch.uint8, torch.int32, torch.int64, torch.float32, torch.float64)
+
+
+def _as_numpy(x: ArrayLike, name: str, expected: str = "integers or floats") -> np.ndarray:
+    """``x`` as a C-contiguous numpy array; ValueError naming ``name`` for what cannot be sent."""
     if isinstance(x, torch.Tensor):
+        if x.device.type == "meta":
+            raise ValueError(f"{name} is a meta tensor (no data); pass a tensor on the CPU or a GPU")
+        if x.dtype not in _TORCH_SENDABLE and x.dtype != torch.bool:
+            raise ValueError(f"{name} has dtype {x.dtype}; expected {expected} "
+                             "(convert with .float() or .long())")
         x = x.detach()
         if x.device.type != "cpu":
             x = x.cpu()
         x = x.numpy()
     elif not isinstance(x, np.ndarray):
-        x = np.asarray(x)
-    if x.dtype == np.bool_ or x.dtype == object:
-        raise ValueError(f"{name} has dtype {x.dtype}; expected integers or floats")
+        try:
+            x = np.asarray(x)
+        except ValueError as e:  # ragged nested sequences
+            raise ValueError(f"{name} is not a rectangular array ({e})") from e
+    if x.dtype == np.bool_ or x.dtype == object or x.dtype.kind in "USV":
+        raise ValueError(f"{name} has dtype {x.dtype}; expected {expected}")
     return np.ascontiguousarray(x)
+
+
+def _as_env_ids(x: ArrayLike, call: str) -> np.ndarray:
+    ids = _as_numpy(x, "env_ids", expected="integers")
+    if ids.size == 0:
+        raise ValueError(f"{call} needs at least one env id, got an empty env_ids")
+    return ids
 
 
 class EnvPool:
@@ -145,28 +194,42 @@ class EnvPool:
         check_task_id(task_id)
         if autoreset_mode not in _AUTORESET_MODES:
             raise ValueError(f"autoreset_mode must be one of {_AUTORESET_MODES}, got {autoreset_mode!r}")
-        for name, value in (("num_envs", num_envs), ("batch_size", batch_size), ("num_threads", num_threads)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))):
-                raise ValueError(f"{name} must be an int, got {value!r}")
-        if num_envs < 1:
-            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
-        if batch_size is not None and not 1 <= batch_size <= num_envs:
-            raise ValueError(f"batch_size must be in [1, num_envs={num_envs}], got {batch_size}")
-        if num_threads is not None and num_threads < (0 if work_in_recv else 1):
-            least = "0" if work_in_recv else "1 (or 0 with work_in_recv=True)"
-            raise ValueError(f"num_threads must be >= {least}, got {num_threads}")
-        if seed < 0:
-            raise ValueError(f"seed must be >= 0, got {seed}")
+        num_envs = _int_arg("num_envs", num_envs, 1, INT32_MAX)
+        if batch_size is not None:
+            batch_size = _int_arg("batch_size", batch_size, 1, INT32_MAX)
+            if batch_size > num_envs:
+                raise ValueError(f"batch_size must be in [1, num_envs={num_envs}], got {batch_size}")
+        if num_threads is not None:
+            least, hint = (0, "") if work_in_recv else (1, " (or 0 with work_in_recv=True)")
+            num_threads = _int_arg("num_threads", num_threads, least, INT32_MAX, hint)
+        seed = _int_arg("seed", seed, 0, SEED_MAX)
+        if seeds is not None:
+            seeds = _seed_list("seeds", seeds, num_envs)
+        elif seed + num_envs - 1 > SEED_MAX:
+            raise ValueError(f"seed + env_id must stay below 2**64 (seed={seed}, num_envs={num_envs})")
+        if max_episode_steps is not None:
+            max_episode_steps = _int_arg("max_episode_steps", max_episode_steps, 1, INT32_MAX,
+                                         " (None: the env's default)")
+        thread_affinity_offset = _int_arg("thread_affinity_offset", thread_affinity_offset, -1, INT32_MAX,
+                                          " (-1: no pinning)")
+        if not isinstance(work_in_recv, (bool, np.bool_)):
+            raise ValueError(f"work_in_recv must be a bool, got {work_in_recv!r}")
+        if pin_memory is None:
+            pin_memory = torch.cuda.is_available()
+        elif not isinstance(pin_memory, (bool, np.bool_)):
+            raise ValueError(f"pin_memory must be a bool or None, got {pin_memory!r}")
+        elif pin_memory and not torch.cuda.is_available():
+            raise ValueError("pin_memory=True needs CUDA, and torch.cuda.is_available() is False")
         config = _C.PoolConfig()
-        config.num_envs = int(num_envs)
-        config.batch_size = int(batch_size or 0)
-        config.num_threads = -1 if num_threads is None else int(num_threads)
+        config.num_envs = num_envs
+        config.batch_size = batch_size or 0
+        config.num_threads = -1 if num_threads is None else num_threads
         config.work_in_recv = bool(work_in_recv)
-        config.seed = int(seed)
-        config.seeds = [int(s) for s in seeds] if seeds is not None else []
-        config.max_episode_steps = int(max_episode_steps or 0)
+        config.seed = seed
+        config.seeds = seeds or []
+        config.max_episode_steps = max_episode_steps or 0
         config.same_step_autoreset = autoreset_mode == "same_step"
-        config.thread_affinity_offset = int(thread_affinity_offset)
+        config.thread_affinity_offset = thread_affinity_offset
         if _C.task_family(task_id) == "mujoco":
             env_kwargs = _mujoco.resolve_xml_file(_C.task_defaults(task_id), env_kwargs)
         self._pool = _C.Pool(task_id, config, dict(env_kwargs))
@@ -185,8 +248,6 @@ class EnvPool:
         self.single_observation_space = _space(spec["obs"])
         self.single_action_space = _space(spec["action"], spec["num_actions"])
 
-        if pin_memory is None:
-            pin_memory = torch.cuda.is_available()
         self.pin_memory = bool(pin_memory)
         fields = self._pool.fields()
         k = self._pool.num_blocks
@@ -224,7 +285,7 @@ class EnvPool:
         else:  # recv's own env_id tensor (the usual case) maps straight to its numpy view
             ids = self._env_id_arrays.get(id(env_ids))
             if ids is None:
-                ids = _as_numpy(env_ids, "env_ids")
+                ids = _as_env_ids(env_ids, "send()")
         if isinstance(actions, torch.Tensor) and actions.is_cuda and 0 < actions.shape[0] <= self.num_envs:
             actions = self._staged(actions)
         self._pool.send(_as_numpy(actions, "actions"), ids)
@@ -256,7 +317,7 @@ class EnvPool:
 
     def async_reset(self, env_ids: Optional[ArrayLike] = None) -> None:
         """Queues a reset of every env (or ``env_ids``); collect the results with ``recv``."""
-        self._pool.send_reset(None if env_ids is None else _as_numpy(env_ids, "env_ids"))
+        self._pool.send_reset(None if env_ids is None else _as_env_ids(env_ids, "async_reset()"))
 
     # ------------------------------------------------------------------ sync API
     def reset(self, seed: Optional[int] = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
@@ -278,8 +339,16 @@ class EnvPool:
         return self.recv()
 
     def seed(self, seed: Union[int, Sequence[int]]) -> None:
-        """Re-seeds env i with ``seed + i`` (or ``seed[i]``); only while no env is in flight."""
-        seeds = [int(seed) + i for i in range(self.num_envs)] if np.isscalar(seed) else [int(s) for s in seed]
+        """Re-seeds env i with ``seed + i`` (or ``seed[i]``); only while no env is in flight.
+
+        Seeds are ints in [0, 2**64). Atari envs reload their ROM to reseed (as ale-py does);
+        the pool's builder threads do that in parallel.
+        """
+        if isinstance(seed, (str, bytes)) or np.ndim(seed) == 0:
+            base = _int_arg("seed", seed, 0, SEED_MAX - (self.num_envs - 1))
+            seeds = [base + i for i in range(self.num_envs)]
+        else:
+            seeds = _seed_list("seed", seed, self.num_envs)
         self._pool.reseed(seeds)
 
     def close(self) -> None:

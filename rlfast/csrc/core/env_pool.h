@@ -17,6 +17,8 @@ namespace rlfast::core {
 
 /// The pool for one environment type: owns `num_envs` Env instances and implements the
 /// worker side of the data path (Process). Everything type-independent is in Pool.
+/// The constructor validates and sizes everything (refusing a pool that cannot fit in
+/// memory) but builds no env: BuildEnvs() does, in parallel.
 template <class Env>
 class EnvPool : public Pool {
  public:
@@ -25,16 +27,14 @@ class EnvPool : public Pool {
   using Action = typename Env::Action;
 
   EnvPool(std::string task_id, const PoolConfig& pool_config, const Config& env_config)
-      : Pool(std::move(task_id), pool_config, Env::Spec(env_config)),
+      : Pool(std::move(task_id), pool_config, SpecOf(env_config)),
+        env_config_(env_config),
+        envs_(config_.num_envs),
         elapsed_(config_.num_envs, 0),
         episode_return_(config_.num_envs, 0.0),
         needs_reset_(config_.num_envs, 1) {
     static_assert(std::is_same_v<Action, int32_t> || std::is_same_v<Action, float>,
                   "Env::Action must be int32_t (discrete) or float (Box)");
-    envs_.reserve(config_.num_envs);
-    for (int i = 0; i < config_.num_envs; ++i) {
-      envs_.push_back(std::make_unique<Env>(env_config, SeedFor(i)));
-    }
   }
 
   ~EnvPool() override { Close(); }
@@ -51,6 +51,10 @@ class EnvPool : public Pool {
 #endif
 
  protected:
+  void BuildEnv(int env_id) override {
+    envs_[env_id] = std::make_unique<Env>(env_config_, SeedFor(env_id));
+  }
+
   void SeedEnv(int env_id, uint64_t seed) override {
     envs_[env_id]->Seed(seed);
     needs_reset_[env_id] = 1;
@@ -112,6 +116,12 @@ class EnvPool : public Pool {
   }
 
  private:
+  static EnvSpec SpecOf(const Config& config) {
+    EnvSpec spec = Env::Spec(config);
+    spec.env_bytes += static_cast<int64_t>(sizeof(Env));
+    return spec;
+  }
+
   const Action* ActionOf(int id) const {
     if constexpr (std::is_same_v<Action, int32_t>) {
       return DiscreteAction(id);
@@ -143,6 +153,7 @@ class EnvPool : public Pool {
     }
   }
 
+  const Config env_config_;
   std::vector<std::unique_ptr<Env>> envs_;
   // Per-env episode state, touched only by the worker currently running that env.
   std::vector<int32_t> elapsed_;

@@ -3,8 +3,15 @@
 
 #include "rlfast/csrc/core/env.h"
 
+#include <algorithm>
 #include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <exception>
+#include <fstream>
+#include <limits>
 #include <sstream>
+#include <type_traits>
 #include <utility>
 
 namespace rlfast::core {
@@ -20,32 +27,100 @@ ArraySpec AsInfo(ArraySpec field) {
   return field;
 }
 
-template <class T>
-bool DiscreteInRange(const void* data, int64_t n, int64_t num_actions, int64_t* bad_index,
-                     int64_t* bad_value, int32_t* out) {
-  const T* src = static_cast<const T*>(data);
-  for (int64_t i = 0; i < n; ++i) {
-    auto v = static_cast<int64_t>(src[i]);
-    if (v < 0 || v >= num_actions) {
-      *bad_index = i;
-      *bad_value = v;
+/// Calls f(T{}) with T the C++ element type of an action dtype; false for other dtypes.
+template <class F>
+bool VisitActionType(DType dtype, const F& f) {
+  switch (dtype) {
+    case DType::kUInt8:
+      f(uint8_t{});
+      return true;
+    case DType::kInt32:
+      f(int32_t{});
+      return true;
+    case DType::kInt64:
+      f(int64_t{});
+      return true;
+    case DType::kFloat32:
+      f(float{});
+      return true;
+    case DType::kFloat64:
+      f(double{});
+      return true;
+    default:
       return false;
-    }
-    if (out != nullptr) out[i] = static_cast<int32_t>(v);
   }
-  return true;
 }
 
-template <class T>
-int64_t FirstNonFinite(const void* data, int64_t n) {
-  const T* src = static_cast<const T*>(data);
-  for (int64_t i = 0; i < n; ++i) {
-    if (!std::isfinite(src[i])) return i;
+bool IsIntegerType(DType t) { return t == DType::kUInt8 || t == DType::kInt32 || t == DType::kInt64; }
+
+/// Bookkeeping per env besides the env itself: action row, queue items, flags, the
+/// unique_ptr and allocator overhead (measured: a CartPole pool grows ~3 KB per env).
+constexpr int64_t kPerEnvOverhead = 4096;
+
+std::string FormatBytes(double bytes) {
+  const char* units[] = {"B", "KB", "MB", "GB", "TB", "PB"};
+  int u = 0;
+  while (bytes >= 1000.0 && u < 5) {
+    bytes /= 1000.0;
+    ++u;
   }
-  return -1;
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.1f %s", bytes, units[u]);
+  return buf;
+}
+
+/// a * b + c in doubles, clamped to int64 (estimates of absurd pools must not overflow).
+int64_t Saturate(double v) {
+  constexpr double kMax = static_cast<double>(std::numeric_limits<int64_t>::max());
+  return v >= kMax ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(v);
 }
 
 }  // namespace
+
+std::vector<ArraySpec> MakeFields(const EnvSpec& spec, AutoresetMode mode) {
+  ArraySpec obs = spec.obs;
+  obs.name = "obs";
+  // Info fields are named "info:<key>": an env's info key may equal a step field's name
+  // (Atari's raw "reward" beside the step's reward), and the binding splits on the prefix.
+  std::vector<ArraySpec> fields = {obs,
+                                   Scalar("reward", DType::kFloat32),
+                                   Scalar("terminated", DType::kBool),
+                                   Scalar("truncated", DType::kBool),
+                                   AsInfo(Scalar("env_id", DType::kInt32)),
+                                   AsInfo(Scalar("elapsed_step", DType::kInt32)),
+                                   AsInfo(Scalar("episode_return", DType::kFloat32)),
+                                   AsInfo(Scalar("episode_length", DType::kInt32))};
+  for (const ArraySpec& info : spec.info) fields.push_back(AsInfo(info));
+  if (mode == AutoresetMode::kSameStep) {
+    ArraySpec final_obs = spec.obs;
+    final_obs.name = "final_obs";
+    fields.push_back(AsInfo(final_obs));
+  }
+  return fields;
+}
+
+int64_t EstimateBytes(const PoolConfig& c, const EnvSpec& spec) {
+  double slot_bytes = 0.0;
+  for (const ArraySpec& f : MakeFields(spec, c.autoreset_mode)) {
+    slot_bytes += static_cast<double>(f.NumElements()) * static_cast<double>(DTypeSize(f.dtype));
+  }
+  const int batch = c.batch_size > 0 ? c.batch_size : c.num_envs;
+  const double ring = slot_bytes * StateBufferQueue::NumBlocksFor(c.num_envs, batch) * batch;
+  const double action = 4.0 * static_cast<double>(spec.IsDiscrete() ? 1 : spec.action.NumElements());
+  const double per_env = static_cast<double>(spec.env_bytes) + kPerEnvOverhead + action;
+  return Saturate(per_env * c.num_envs + ring);
+}
+
+int64_t AvailableMemoryBytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  int64_t kb = 0;
+  std::string unit;
+  while (meminfo >> key >> kb >> unit) {
+    if (key == "MemAvailable:") return kb * 1024;
+  }
+  return 0;
+}
 
 PoolConfig ResolveConfig(PoolConfig c, const EnvSpec& spec) {
   if (c.num_envs < 1) {
@@ -66,6 +141,8 @@ PoolConfig ResolveConfig(PoolConfig c, const EnvSpec& spec) {
                        : "num_threads must be >= 1 (or 0 with work_in_recv), got " +
                              std::to_string(c.num_threads));
   }
+  // More threads than envs would only park: at most one env step runs per env at a time.
+  if (c.num_threads > c.num_envs) c.num_threads = c.num_envs;
   if (c.max_episode_steps == 0) c.max_episode_steps = spec.max_episode_steps;
   if (c.max_episode_steps < 1) {
     throw BadValue("max_episode_steps must be >= 1, got " + std::to_string(c.max_episode_steps));
@@ -74,8 +151,21 @@ PoolConfig ResolveConfig(PoolConfig c, const EnvSpec& spec) {
     throw BadValue("seeds must have one entry per env (" + std::to_string(c.num_envs) +
                    "), got " + std::to_string(c.seeds.size()));
   }
+  const int64_t need = EstimateBytes(c, spec);
+  const int64_t available = AvailableMemoryBytes();
+  if (available > 0 && need > available) {
+    throw BadValue("a pool of " + std::to_string(c.num_envs) + " envs (batch_size " +
+                   std::to_string(c.batch_size) + ") needs about " +
+                   FormatBytes(static_cast<double>(need)) + " (" +
+                   FormatBytes(static_cast<double>(spec.env_bytes + kPerEnvOverhead)) +
+                   " per env plus the output ring) but this machine has " +
+                   FormatBytes(static_cast<double>(available)) +
+                   " available; use fewer envs, a smaller batch_size or smaller observations");
+  }
   return c;
 }
+
+int64_t Pool::memory_estimate() const { return EstimateBytes(config_, spec_); }
 
 Pool::Pool(std::string task_id, const PoolConfig& config, EnvSpec spec)
     : task_id_(std::move(task_id)),
@@ -88,27 +178,12 @@ Pool::Pool(std::string task_id, const PoolConfig& config, EnvSpec spec)
       in_flight_(config_.num_envs, 0),
       stamp_(config_.num_envs, 0),
       errors_(config_.num_envs) {
-  ArraySpec obs = spec_.obs;
-  obs.name = "obs";
-  // Info fields are named "info:<key>": an env's info key may equal a step field's name
-  // (Atari's raw "reward" beside the step's reward), and the binding splits on the prefix.
-  fields_ = {obs,
-             Scalar("reward", DType::kFloat32),
-             Scalar("terminated", DType::kBool),
-             Scalar("truncated", DType::kBool),
-             AsInfo(Scalar("env_id", DType::kInt32)),
-             AsInfo(Scalar("elapsed_step", DType::kInt32)),
-             AsInfo(Scalar("episode_return", DType::kFloat32)),
-             AsInfo(Scalar("episode_length", DType::kInt32))};
   if (spec_.info.size() > static_cast<std::size_t>(InfoOut::kMaxInfo)) {
     throw std::logic_error("too many info fields for " + task_id_);
   }
-  for (const ArraySpec& info : spec_.info) fields_.push_back(AsInfo(info));
+  fields_ = MakeFields(spec_, config_.autoreset_mode);
   if (config_.autoreset_mode == AutoresetMode::kSameStep) {
-    ArraySpec final_obs = spec_.obs;
-    final_obs.name = "final_obs";
-    final_obs_field_ = static_cast<int>(fields_.size());
-    fields_.push_back(AsInfo(final_obs));
+    final_obs_field_ = static_cast<int>(fields_.size()) - 1;
   }
   for (const ArraySpec& f : fields_) field_bytes_.push_back(f.NumBytes());
   if (spec_.IsDiscrete()) {
@@ -126,9 +201,64 @@ void Pool::Attach(const std::vector<void*>& field_buffers) {
                    std::to_string(field_buffers.size()));
   }
   if (threads_) throw PoolStateError("pool already attached");
+  if (!built_) throw PoolStateError("BuildEnvs() must run before Attach()");
   for (void* p : field_buffers) buffers_.push_back(static_cast<char*>(p));
   threads_ = std::make_unique<ThreadPool>(config_.num_threads, config_.thread_affinity_offset,
                                           [this](int) { WorkerLoop(); });
+}
+
+void Pool::BuildEnvs(const std::function<void()>& poll) {
+  if (built_) throw PoolStateError("envs already built");
+  ParallelFor(config_.num_envs, [this](int i) { BuildEnv(i); }, poll);
+  built_ = true;
+}
+
+void Pool::ParallelFor(int n, const std::function<void(int)>& body,
+                       const std::function<void()>& poll) {
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::atomic<int> next{0};
+  std::atomic<bool> stop{false};
+  int done = 0;
+  std::exception_ptr error;
+  auto worker = [&](int) {
+    while (!stop.load(std::memory_order_relaxed)) {
+      const int i = next.fetch_add(1);
+      if (i >= n) return;
+      std::exception_ptr e;
+      try {
+        body(i);
+      } catch (...) {
+        e = std::current_exception();
+        stop = true;
+      }
+      std::lock_guard<std::mutex> lock(mutex);
+      if (e && !error) error = e;
+      ++done;
+      cv.notify_one();
+    }
+  };
+  // Builders run on threads of their own (Attach has not started the workers yet); the
+  // calling thread only waits and polls.
+  const int threads = std::max(1, std::min(n, config_.num_threads + (config_.work_in_recv ? 1 : 0)));
+  ThreadPool builders(threads, /*affinity_offset=*/-1, worker);
+  std::unique_lock<std::mutex> lock(mutex);
+  while (done < n && !error) {
+    if (cv.wait_for(lock, std::chrono::milliseconds(50), [&] { return done >= n || error; })) break;
+    lock.unlock();
+    try {
+      poll();
+    } catch (...) {
+      stop = true;
+      builders.Join();
+      throw;
+    }
+    lock.lock();
+  }
+  lock.unlock();
+  stop = true;
+  builders.Join();
+  if (error) std::rethrow_exception(error);
 }
 
 void Pool::WorkerLoop() {
@@ -185,90 +315,72 @@ void Pool::Enqueue(const int32_t* env_ids, int64_t n, bool reset) {
 void Pool::Send(const ActionArray& a, const int32_t* env_ids, int64_t n) {
   std::lock_guard<std::mutex> lock(book_mutex_);
   CheckEnvIds(env_ids, n);
+  CheckActions(a, env_ids, n);
+  StoreActions(a, env_ids);
+  Enqueue(env_ids, n, false);
+}
+
+void Pool::CheckActions(const ActionArray& a, const int32_t* env_ids, int64_t n) const {
   if (a.n != n) {
     throw BadValue("got actions for " + std::to_string(a.n) + " envs but sending to " +
                    std::to_string(n) + " envs");
   }
-  int64_t total = a.n * a.row_size;
-  if (spec_.IsDiscrete()) {
-    if (a.row_size != 1) {
-      throw BadValue("discrete actions must have shape (" + std::to_string(n) + ",), got " +
-                     std::to_string(a.row_size) + " values per env");
-    }
-    int64_t bad_i = -1, bad_v = 0;
-    bool ok;
-    switch (a.dtype) {
-      case DType::kInt32:
-        ok = DiscreteInRange<int32_t>(a.data, total, spec_.num_actions, &bad_i, &bad_v, nullptr);
-        break;
-      case DType::kInt64:
-        ok = DiscreteInRange<int64_t>(a.data, total, spec_.num_actions, &bad_i, &bad_v, nullptr);
-        break;
-      case DType::kUInt8:
-        ok = DiscreteInRange<uint8_t>(a.data, total, spec_.num_actions, &bad_i, &bad_v, nullptr);
-        break;
-      default:
-        throw BadValue(std::string("discrete actions must be integers, got dtype ") +
-                       DTypeName(a.dtype));
-    }
-    if (!ok) {
-      throw BadValue("actions[" + std::to_string(bad_i) + "] = " + std::to_string(bad_v) +
-                     " is out of range: " + task_id_ + " has " +
-                     std::to_string(spec_.num_actions) + " actions (0.." +
-                     std::to_string(spec_.num_actions - 1) + ")");
-    }
-    for (int64_t i = 0; i < n; ++i) {
-      int32_t id = env_ids == nullptr ? static_cast<int32_t>(i) : env_ids[i];
-      int64_t unused_i, unused_v;
-      switch (a.dtype) {
-        case DType::kInt32:
-          DiscreteInRange<int32_t>(static_cast<const int32_t*>(a.data) + i, 1, spec_.num_actions,
-                                   &unused_i, &unused_v, &discrete_actions_[id]);
-          break;
-        case DType::kInt64:
-          DiscreteInRange<int64_t>(static_cast<const int64_t*>(a.data) + i, 1, spec_.num_actions,
-                                   &unused_i, &unused_v, &discrete_actions_[id]);
-          break;
-        default:
-          DiscreteInRange<uint8_t>(static_cast<const uint8_t*>(a.data) + i, 1, spec_.num_actions,
-                                   &unused_i, &unused_v, &discrete_actions_[id]);
-      }
-    }
-  } else {
-    if (a.row_size != action_size_) {
-      throw BadValue("each env's action must have " + std::to_string(action_size_) +
-                     " values for " + task_id_ + ", got " + std::to_string(a.row_size));
-    }
-    int64_t bad;
-    if (a.dtype == DType::kFloat32) {
-      bad = FirstNonFinite<float>(a.data, total);
-    } else if (a.dtype == DType::kFloat64) {
-      bad = FirstNonFinite<double>(a.data, total);
-    } else {
-      throw BadValue(std::string("continuous actions must be float32 or float64, got dtype ") +
-                     DTypeName(a.dtype));
-    }
-    if (bad >= 0) {
-      int32_t id = env_ids == nullptr ? static_cast<int32_t>(bad / a.row_size)
-                                      : env_ids[bad / a.row_size];
-      double v = a.dtype == DType::kFloat32 ? static_cast<const float*>(a.data)[bad]
-                                            : static_cast<const double*>(a.data)[bad];
-      std::ostringstream msg;
-      msg << "action for env " << id << " (row " << bad / a.row_size << ", element "
-          << bad % a.row_size << ") is " << v << "; actions must be finite";
-      throw BadValue(msg.str());
-    }
-    for (int64_t i = 0; i < n; ++i) {
-      int32_t id = env_ids == nullptr ? static_cast<int32_t>(i) : env_ids[i];
-      float* dst = &box_actions_[id * action_size_];
-      for (int64_t k = 0; k < action_size_; ++k) {
-        dst[k] = a.dtype == DType::kFloat32
-                     ? static_cast<const float*>(a.data)[i * action_size_ + k]
-                     : static_cast<float>(static_cast<const double*>(a.data)[i * action_size_ + k]);
-      }
-    }
+  const bool discrete = spec_.IsDiscrete();
+  if (discrete && a.row_size != 1) {
+    throw BadValue("discrete actions must have shape (" + std::to_string(n) + ",), got " +
+                   std::to_string(a.row_size) + " values per env");
   }
-  Enqueue(env_ids, n, false);
+  if (!discrete && a.row_size != action_size_) {
+    throw BadValue("each env's action must have " + std::to_string(action_size_) +
+                   " values for " + task_id_ + ", got " + std::to_string(a.row_size));
+  }
+  if (discrete && !IsIntegerType(a.dtype)) {
+    throw BadValue(std::string("discrete actions must be integers, got dtype ") +
+                   DTypeName(a.dtype));
+  }
+  if (!discrete && a.dtype != DType::kFloat32 && a.dtype != DType::kFloat64) {
+    throw BadValue(std::string("continuous actions must be float32 or float64, got dtype ") +
+                   DTypeName(a.dtype));
+  }
+  VisitActionType(a.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    const T* v = static_cast<const T*>(a.data);
+    for (int64_t i = 0; i < a.n * a.row_size; ++i) {
+      if constexpr (std::is_integral_v<T>) {
+        const auto x = static_cast<int64_t>(v[i]);
+        if (x < 0 || x >= spec_.num_actions) {
+          throw BadValue("actions[" + std::to_string(i) + "] = " + std::to_string(x) +
+                         " is out of range: " + task_id_ + " has " +
+                         std::to_string(spec_.num_actions) + " actions (0.." +
+                         std::to_string(spec_.num_actions - 1) + ")");
+        }
+      } else if (!(std::fabs(static_cast<double>(v[i])) <= std::numeric_limits<float>::max())) {
+        // NaN fails the comparison too; float64 values beyond float32 would become inf.
+        const int64_t row = i / a.row_size;
+        std::ostringstream msg;
+        msg << "action for env " << (env_ids == nullptr ? row : env_ids[row]) << " (row " << row
+            << ", element " << i % a.row_size << ") is " << static_cast<double>(v[i])
+            << "; actions must be finite float32 values";
+        throw BadValue(msg.str());
+      }
+    }
+  });
+}
+
+void Pool::StoreActions(const ActionArray& a, const int32_t* env_ids) {
+  VisitActionType(a.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    const T* v = static_cast<const T*>(a.data);
+    for (int64_t i = 0; i < a.n; ++i) {
+      const int32_t id = env_ids == nullptr ? static_cast<int32_t>(i) : env_ids[i];
+      if constexpr (std::is_integral_v<T>) {
+        discrete_actions_[id] = static_cast<int32_t>(v[i]);
+      } else {
+        float* dst = &box_actions_[static_cast<int64_t>(id) * action_size_];
+        for (int64_t k = 0; k < action_size_; ++k) dst[k] = static_cast<float>(v[i * action_size_ + k]);
+      }
+    }
+  });
 }
 
 void Pool::SendReset(const int32_t* env_ids, int64_t n) {
@@ -364,14 +476,16 @@ void Pool::CheckIdle(int env_id, const char* what) const {
   }
 }
 
-void Pool::Reseed(const std::vector<uint64_t>& seeds) {
+void Pool::Reseed(const std::vector<uint64_t>& seeds, const std::function<void()>& poll) {
   std::lock_guard<std::mutex> lock(book_mutex_);
+  if (closed_) throw PoolStateError("the pool is closed");
   if (static_cast<int>(seeds.size()) != config_.num_envs) {
     throw BadValue("reseed needs one seed per env (" + std::to_string(config_.num_envs) +
                    "), got " + std::to_string(seeds.size()));
   }
   for (int i = 0; i < config_.num_envs; ++i) CheckIdle(i, "seed");
-  for (int i = 0; i < config_.num_envs; ++i) SeedEnv(i, seeds[i]);
+  // An Atari env reloads its ROM to reseed: worth the builder threads for large pools.
+  ParallelFor(config_.num_envs, [&](int i) { SeedEnv(i, seeds[i]); }, poll);
 }
 
 std::vector<double> Pool::DebugGetState(int /*env_id*/) const {

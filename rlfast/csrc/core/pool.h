@@ -83,6 +83,12 @@ class Pool {
   Pool(const Pool&) = delete;
   Pool& operator=(const Pool&) = delete;
 
+  /// Builds the envs in parallel on up to num_threads temporary threads (each env is
+  /// independent; the first exception is rethrown after all builders stop). `poll` runs
+  /// every 50 ms on the calling thread (the binding checks for Ctrl-C there and may throw:
+  /// building then stops after the envs in progress). Called once, before Attach.
+  void BuildEnvs(const std::function<void()>& poll);
+
   /// Hands over the output ring: one buffer per field of [num_blocks, batch_size, *shape],
   /// owned by the caller and kept alive until Close() returns. Starts the workers.
   void Attach(const std::vector<void*>& field_buffers);
@@ -101,8 +107,9 @@ class Pool {
   /// could ever complete a block or the pool is closed.
   std::pair<int, std::string> Recv(const std::function<void()>& poll);
 
-  /// Re-seeds env i with seeds[i]; only while no env is in flight.
-  void Reseed(const std::vector<uint64_t>& seeds);
+  /// Re-seeds env i with seeds[i] (in parallel, like BuildEnvs); only while no env is in
+  /// flight.
+  void Reseed(const std::vector<uint64_t>& seeds, const std::function<void()>& poll);
 
   /// Stops the workers (each finishes at most its current env step) and wakes a blocked
   /// Recv. Idempotent; safe from any thread.
@@ -113,6 +120,8 @@ class Pool {
   const PoolConfig& config() const { return config_; }
   const std::vector<ArraySpec>& fields() const { return fields_; }
   int num_blocks() const { return states_.num_blocks(); }
+  /// What make() estimated this pool needs (envs + output ring + bookkeeping), in bytes.
+  int64_t memory_estimate() const;
   bool closed() const { return closed_.load(); }
 
   virtual std::vector<double> DebugGetState(int env_id) const;
@@ -121,6 +130,13 @@ class Pool {
  protected:
   /// Runs one work item on a worker thread and commits its slot. Implemented per env type.
   virtual void Process(const ActionItem& item) = 0;
+  /// Constructs env `env_id` (seeded with SeedFor(env_id)); may run on any thread, for
+  /// different envs concurrently. Implemented per env type.
+  virtual void BuildEnv(int env_id) = 0;
+  /// Calls body(i) for i in [0, n) on up to `num_threads` temporary threads while the
+  /// calling thread runs `poll` every 50 ms. Stops early on the first exception (rethrown
+  /// once every thread has stopped) or when `poll` throws (rethrown likewise).
+  void ParallelFor(int n, const std::function<void(int)>& body, const std::function<void()>& poll);
   /// Re-seeds one idle env. Implemented per env type.
   virtual void SeedEnv(int env_id, uint64_t seed) = 0;
 
@@ -149,6 +165,11 @@ class Pool {
   /// Under work_in_recv: takes one queued step (or reset) for the calling thread, if any.
   bool TakeWork(ActionItem* item);
   void CheckEnvIds(const int32_t* env_ids, int64_t n);
+  /// Send's validation: count, shape, dtype and every value (discrete: in range;
+  /// continuous: finite and within float32). Throws std::invalid_argument naming the value.
+  void CheckActions(const ActionArray& a, const int32_t* env_ids, int64_t n) const;
+  /// Send's copy of validated actions into the per-env action store (as int32 / float32).
+  void StoreActions(const ActionArray& a, const int32_t* env_ids);
   void Enqueue(const int32_t* env_ids, int64_t n, bool reset);
   void WorkerLoop();
 
@@ -169,10 +190,24 @@ class Pool {
   std::vector<std::string> errors_;  // per env; written by its worker before commit
   std::atomic<bool> has_errors_{false};
   std::atomic<bool> closed_{false};
+  bool built_ = false;
 };
 
-/// Resolves defaults (batch_size, num_threads) and validates a PoolConfig against a spec.
+/// Resolves defaults (batch_size, num_threads; num_threads is capped at num_envs) and
+/// validates a PoolConfig against a spec, including that the pool fits in the memory the
+/// machine has available (std::invalid_argument naming both figures otherwise).
 PoolConfig ResolveConfig(PoolConfig config, const EnvSpec& spec);
+
+/// The output fields of a pool: obs, reward, terminated, truncated, the common info
+/// fields, the env's info fields and (same-step autoreset) final_obs.
+std::vector<ArraySpec> MakeFields(const EnvSpec& spec, AutoresetMode mode);
+
+/// Estimated bytes of a pool: envs (spec.env_bytes each plus bookkeeping), the output ring
+/// and the action store. Saturates instead of overflowing.
+int64_t EstimateBytes(const PoolConfig& config, const EnvSpec& spec);
+
+/// MemAvailable of /proc/meminfo in bytes; 0 when it cannot be read (no check then).
+int64_t AvailableMemoryBytes();
 
 }  // namespace rlfast::core
 

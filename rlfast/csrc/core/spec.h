@@ -89,6 +89,9 @@ struct EnvSpec {
   std::vector<ArraySpec> info;
   /// Default episode step limit; the pool's config may override it.
   int max_episode_steps = std::numeric_limits<int>::max();
+  /// Approximate memory one env holds besides the Env object itself (emulator, mjData,
+  /// frame buffers); make() adds sizeof(Env) and refuses pools that cannot fit.
+  int64_t env_bytes = 0;
 
   bool IsDiscrete() const { return num_actions > 0; }
 };

@@ -77,8 +77,13 @@ core::DType NumpyDType(const py::array& a) {
 /// joined) before `buffers_` drops the tensors.
 class PyPool {
  public:
+  /// Validates everything and sizes the pool with the GIL held (options are Python
+  /// objects), then builds the envs in parallel with the GIL released; Ctrl-C stops it.
   PyPool(const std::string& task_id, const core::PoolConfig& config, const py::dict& kwargs)
-      : pool_(Lookup(task_id).make(config, kwargs)) {}
+      : pool_(Lookup(task_id).make(config, kwargs)) {
+    py::gil_scoped_release release;
+    pool_->BuildEnvs(CheckSignals);
+  }
 
   py::list Fields() const {
     py::list out;
@@ -127,7 +132,7 @@ class PyPool {
     if (env_ids.is_none()) {
       pool_->Send(a, nullptr, pool_->config().num_envs);
     } else {
-      const Ids ids = ToIds(env_ids);
+      const Ids ids = ToIds(env_ids, pool_->config().num_envs);
       pool_->Send(a, ids.data, ids.n);
     }
   }
@@ -136,17 +141,19 @@ class PyPool {
     if (env_ids.is_none()) {
       pool_->SendReset(nullptr, pool_->config().num_envs);
     } else {
-      const Ids ids = ToIds(env_ids);
+      const Ids ids = ToIds(env_ids, pool_->config().num_envs);
       pool_->SendReset(ids.data, ids.n);
     }
   }
 
   std::pair<int, std::string> Recv() {
     py::gil_scoped_release release;
-    return pool_->Recv([] {
-      py::gil_scoped_acquire acquire;
-      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
-    });
+    return pool_->Recv(CheckSignals);
+  }
+
+  void Reseed(const std::vector<uint64_t>& seeds) {
+    py::gil_scoped_release release;
+    pool_->Reseed(seeds, CheckSignals);
   }
 
   void Close() {
@@ -157,6 +164,13 @@ class PyPool {
   core::Pool& pool() { return *pool_; }
 
  private:
+  /// The poll of blocking calls made with the GIL released: raises KeyboardInterrupt (or
+  /// whatever a signal handler raised) into the waiting C++ code.
+  static void CheckSignals() {
+    py::gil_scoped_acquire acquire;
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+  }
+
   /// env_ids as int32 values: read in place from an int32 C-contiguous array (what the
   /// env_id field of recv's results is), else converted into `owned`.
   struct Ids {
@@ -166,7 +180,7 @@ class PyPool {
     int64_t n = 0;
   };
 
-  static Ids ToIds(const py::object& env_ids) {
+  static Ids ToIds(const py::object& env_ids, int num_envs) {
     Ids ids;
     ids.array = py::array::ensure(env_ids);
     const py::array& arr = ids.array;
@@ -182,8 +196,13 @@ class PyPool {
     auto ids64 = arr.cast<py::array_t<int64_t, py::array::forcecast>>();
     ids.owned.resize(ids64.size());
     for (py::ssize_t i = 0; i < ids64.size(); ++i) {
-      int64_t v = ids64.at(i);
-      ids.owned[i] = (v < INT32_MIN || v > INT32_MAX) ? -1 : static_cast<int32_t>(v);
+      const int64_t v = ids64.at(i);
+      if (v < 0 || v >= num_envs) {  // here, before int32 could not hold it
+        throw py::value_error("env_ids[" + std::to_string(i) + "] = " + std::to_string(v) +
+                              " is out of range for a pool of " + std::to_string(num_envs) +
+                              " envs");
+      }
+      ids.owned[i] = static_cast<int32_t>(v);
     }
     ids.data = ids.owned.data();
     return ids;
@@ -260,12 +279,13 @@ PYBIND11_MODULE(_C, m) {
       .def("send_reset", &PyPool::SendReset, py::arg("env_ids") = py::none())
       .def("recv", &PyPool::Recv)
       .def("close", &PyPool::Close)
-      .def("reseed", [](PyPool& p, const std::vector<uint64_t>& s) { p.pool().Reseed(s); })
+      .def("reseed", &PyPool::Reseed)
       .def("get_state", [](PyPool& p, int i) { return p.pool().DebugGetState(i); })
       .def("set_state", [](PyPool& p, int i, const std::vector<double>& s) {
         p.pool().DebugSetState(i, s);
       })
       .def_property_readonly("num_blocks", [](PyPool& p) { return p.pool().num_blocks(); })
+      .def_property_readonly("memory_estimate", [](PyPool& p) { return p.pool().memory_estimate(); })
       .def_property_readonly("closed", [](PyPool& p) { return p.pool().closed(); })
       .def_property_readonly("config", [](PyPool& p) { return p.pool().config(); })
       .def_property_readonly("spec", [](PyPool& p) { return SpecDict(p.pool().spec()); });

@@ -5,6 +5,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
 #include <functional>
 #include <map>
 #include <memory>
@@ -30,6 +31,23 @@ struct TaskEntry {
 
 using Registry = std::map<std::string, TaskEntry>;
 
+/// Float options must be finite; (low, high) ranges may use +-inf but not NaN, low <= high.
+template <class T>
+void CheckValue(const char* name, const T& v, const std::string& task_id, py::handle value) {
+  bool ok = true;
+  if constexpr (std::is_floating_point_v<T>) {
+    ok = std::isfinite(v);
+  } else if constexpr (std::is_same_v<T, std::pair<double, double>>) {
+    ok = !std::isnan(v.first) && !std::isnan(v.second) && v.first <= v.second;
+  }
+  if (!ok) {
+    throw py::value_error("option '" + std::string(name) + "' of " + task_id + " got " +
+                          py::repr(value).cast<std::string>() +
+                          (std::is_floating_point_v<T> ? "; it must be finite"
+                                                       : "; it must be (low, high) with low <= high"));
+  }
+}
+
 /// Applies `kwargs` to a Config through its Visit(); unknown keys and values of the wrong
 /// type raise ValueError naming the option.
 template <class Config>
@@ -49,6 +67,7 @@ Config ParseConfig(Config config, const std::string& task_id, const py::dict& kw
       throw py::value_error("option '" + std::string(name) + "' of " + task_id + " got " +
                             py::repr(value).cast<std::string>() + " of the wrong type");
     }
+    CheckValue(name, field, task_id, value);
   });
   for (auto item : kwargs) {
     auto key = item.first.cast<std::string>();

@@ -2,6 +2,7 @@
 #include "rlfast/csrc/envs/atari/atari_env.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -15,6 +16,13 @@ namespace {
 constexpr int kScreenHeight = 210;
 constexpr int kScreenWidth = 160;
 
+constexpr int kMaxStackNum = 64;
+constexpr int kMaxFrameSkip = 1000;
+constexpr int kMaxNoops = 100000;
+// Heap of one ALEInterface with a loaded ROM (emulator, console, settings), measured as the
+// growth of a process's resident memory per Pong env, screens and frame stack excluded.
+constexpr int64_t kAleBytes = 300 * 1000;
+
 // ALE takes a non-negative int seed; like EnvPool and ale-py we pass the env's seed itself.
 int AleSeed(uint64_t seed) { return static_cast<int>(seed & 0x7fffffffULL); }
 
@@ -23,13 +31,18 @@ std::invalid_argument Bad(const std::string& what) { return std::invalid_argumen
 }  // namespace
 
 void ValidateAtariConfig(const AtariConfig& c) {
-  auto at_least = [](const char* name, int v, int lo) {
-    if (v < lo) throw Bad(std::string(name) + " must be >= " + std::to_string(lo) + ", got " + std::to_string(v));
+  auto in_range = [](const char* name, int v, int lo, int hi) {
+    if (v < lo || v > hi) {
+      throw Bad(std::string(name) + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+                std::to_string(v));
+    }
   };
-  at_least("stack_num", c.stack_num, 1);
-  at_least("frame_skip", c.frame_skip, 1);
-  at_least("noop_max", c.noop_max, 0);
-  at_least("max_num_frames_per_episode", c.max_num_frames_per_episode, 0);
+  // Upper bounds: far beyond any published setting, low enough that a typo fails here instead
+  // of allocating gigabytes (stack_num) or spending minutes per step or reset.
+  in_range("stack_num", c.stack_num, 1, kMaxStackNum);
+  in_range("frame_skip", c.frame_skip, 1, kMaxFrameSkip);
+  in_range("noop_max", c.noop_max, 0, kMaxNoops);
+  in_range("max_num_frames_per_episode", c.max_num_frames_per_episode, 0, std::numeric_limits<int>::max());
   if (c.img_height < 1 || c.img_height > kScreenHeight || c.img_width < 1 || c.img_width > kScreenWidth) {
     throw Bad("img_height must be in [1, 210] and img_width in [1, 160] (area resize only downscales), got " +
               std::to_string(c.img_height) + " x " + std::to_string(c.img_width));
@@ -41,7 +54,8 @@ void ValidateAtariConfig(const AtariConfig& c) {
 }
 
 std::unique_ptr<ale::ALEInterface> MakeAle(const AtariConfig& config, uint64_t seed) {
-  ale::Logger::setMode(ale::Logger::Error);
+  static std::once_flag quiet;  // envs are built on several threads at once
+  std::call_once(quiet, [] { ale::Logger::setMode(ale::Logger::Error); });
   auto ale = std::make_unique<ale::ALEInterface>();
   ale->setFloat("repeat_action_probability", config.repeat_action_probability);
   ale->setInt("random_seed", AleSeed(seed));
@@ -79,6 +93,8 @@ core::EnvSpec AtariEnv::Spec(const Config& c) {
                scalar("game_over", core::DType::kBool),
                scalar("new_game", core::DType::kBool)};
   spec.max_episode_steps = kMaxEpisodeSteps;
+  const int64_t frame = static_cast<int64_t>(channels) * c.img_height * c.img_width;
+  spec.env_bytes = kAleBytes + kScreenHeight * kScreenWidth + frame * c.stack_num;
   return spec;
 }
 

@@ -57,6 +57,7 @@ class Ant : public MujocoEnv {
     core::EnvSpec spec;
     spec.obs = ObsSpec(ObsSize(*m, c));
     spec.action = ActionSpec(*m);
+    spec.env_bytes = DataBytes(*m);
     spec.info = ScalarInfo({"x_position", "y_position", "distance_from_origin", "x_velocity",
                             "y_velocity", "reward_forward", "reward_ctrl", "reward_contact",
                             "reward_survive"});

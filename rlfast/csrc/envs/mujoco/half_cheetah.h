@@ -39,6 +39,7 @@ class HalfCheetah : public MujocoEnv {
     core::EnvSpec spec;
     spec.obs = ObsSpec(m->nq + m->nv - c.exclude_current_positions_from_observation);
     spec.action = ActionSpec(*m);
+    spec.env_bytes = DataBytes(*m);
     spec.info = ScalarInfo({"x_position", "x_velocity", "reward_forward", "reward_ctrl"});
     spec.max_episode_steps = 1000;
     return spec;

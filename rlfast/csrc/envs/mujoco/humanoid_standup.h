@@ -44,6 +44,7 @@ class HumanoidStandup : public HumanoidBase {
     core::EnvSpec spec;
     spec.obs = ObsSpec(ObsSize(*m, c));
     spec.action = ActionSpec(*m);
+    spec.env_bytes = DataBytes(*m);
     spec.info = ScalarInfo({"x_position", "y_position", "z_distance_from_origin"});
     spec.info.push_back(TendonInfo(*m, "tendon_length"));
     spec.info.push_back(TendonInfo(*m, "tendon_velocity"));

@@ -39,6 +39,7 @@ class InvertedDoublePendulum : public MujocoEnv {
     core::EnvSpec spec;
     spec.obs = ObsSpec(1 + 2 * (m->nq - 1) + m->nv + 1);
     spec.action = ActionSpec(*m);
+    spec.env_bytes = DataBytes(*m);
     spec.info = ScalarInfo({"reward_survive", "distance_penalty", "velocity_penalty"});
     spec.max_episode_steps = 1000;
     return spec;

@@ -36,6 +36,7 @@ class InvertedPendulum : public MujocoEnv {
     core::EnvSpec spec;
     spec.obs = ObsSpec(m->nq + m->nv);
     spec.action = ActionSpec(*m);
+    spec.env_bytes = DataBytes(*m);
     spec.info = ScalarInfo({"reward_survive"});
     spec.max_episode_steps = 1000;
     return spec;

@@ -38,6 +38,9 @@ using DataPtr = std::unique_ptr<mjData, DataDeleter>;
 /// (gymnasium's `_set_action_space`); unlimited actuators get ±inf.
 core::ArraySpec ActionSpec(const mjModel& m);
 
+/// Bytes one env's mjData takes on this model (struct, buffer and arena).
+int64_t DataBytes(const mjModel& m);
+
 /// Id of the body called `name`; throws std::invalid_argument if the model has none.
 int BodyId(const mjModel& m, const char* name);
 

@@ -24,6 +24,7 @@ class PlanarWalker : public MujocoEnv {
     core::EnvSpec spec;
     spec.obs = ObsSpec(m->nq + m->nv - c.exclude_current_positions_from_observation);
     spec.action = ActionSpec(*m);
+    spec.env_bytes = DataBytes(*m);
     spec.info = ScalarInfo({"x_position", "z_distance_from_origin", "x_velocity",
                             "reward_forward", "reward_ctrl", "reward_survive"});
     spec.max_episode_steps = 1000;

@@ -43,6 +43,7 @@ class Pusher : public MujocoEnv {
     core::EnvSpec spec;
     spec.obs = ObsSpec(2 * kArmDofs + 9);
     spec.action = ActionSpec(*m);
+    spec.env_bytes = DataBytes(*m);
     spec.info = ScalarInfo({"reward_dist", "reward_ctrl", "reward_near"});
     spec.max_episode_steps = 100;
     return spec;

@@ -40,6 +40,7 @@ class Reacher : public MujocoEnv {
     core::EnvSpec spec;
     spec.obs = ObsSpec(10);
     spec.action = ActionSpec(*m);
+    spec.env_bytes = DataBytes(*m);
     spec.info = ScalarInfo({"reward_dist", "reward_ctrl"});
     spec.max_episode_steps = 50;
     return spec;

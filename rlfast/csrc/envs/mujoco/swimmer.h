@@ -40,6 +40,7 @@ class Swimmer : public MujocoEnv {
     core::EnvSpec spec;
     spec.obs = ObsSpec(m->nq + m->nv - 2 * c.exclude_current_positions_from_observation);
     spec.action = ActionSpec(*m);
+    spec.env_bytes = DataBytes(*m);
     spec.info = ScalarInfo({"x_position", "y_position", "distance_from_origin", "x_velocity",
                             "y_velocity", "reward_forward", "reward_ctrl"});
     spec.max_episode_steps = 1000;
