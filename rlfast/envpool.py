@@ -359,6 +359,12 @@ class EnvPool:
     def closed(self) -> bool:
         return self._pool.closed
 
+    @property
+    def memory_estimate(self) -> int:
+        """Bytes make() estimated this pool needs (envs, output ring, bookkeeping); make()
+        refuses a pool whose estimate exceeds the machine's available memory."""
+        return self._pool.memory_estimate
+
     def __enter__(self) -> "EnvPool":
         return self
 

@@ -41,6 +41,8 @@ class FrameStack:
     ) -> None:
         if num_envs < 1 or stack_num < 1:
             raise ValueError(f"num_envs and stack_num must be >= 1, got {num_envs} and {stack_num}")
+        if torch.device(device).type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"FrameStack got device {str(device)!r} but torch.cuda.is_available() is False")
         self.stack_num = stack_num
         self.frame_shape = tuple(frame_shape)
         self.stacks = torch.zeros((num_envs, stack_num, *self.frame_shape), dtype=dtype, device=device)

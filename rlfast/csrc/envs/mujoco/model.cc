@@ -54,10 +54,10 @@ int64_t DataBytes(const mjModel& m) {
   mj_forward(&m, d.get());
   // The arena (narena, megabytes) is reserved address space: only the pages the solver
   // touches become resident. Contacts during steps use a few times what mj_forward at qpos0
-  // does (Ant: 28 KB after 200 steps vs 12 KB); 64 KB covers allocator and page rounding.
-  // Measured resident growth: Ant ~0.2 MB per env; this gives ~0.21 MB.
-  const int64_t touched = 8 * static_cast<int64_t>(d->maxuse_arena + d->maxuse_stack);
-  return static_cast<int64_t>(sizeof(mjData) + d->nbuffer) + touched + 64 * 1024;
+  // does (Ant: 28 KB after 200 steps vs 12 KB). Measured resident growth of an Ant pool:
+  // 0.16-0.19 MB per env; this gives ~0.2 MB (sizeof(mjData) alone is ~0.16 MB).
+  const int64_t touched = 2 * static_cast<int64_t>(d->maxuse_arena + d->maxuse_stack);
+  return static_cast<int64_t>(sizeof(mjData) + d->nbuffer) + touched;
 }
 
 int BodyId(const mjModel& m, const char* name) {
