@@ -111,7 +111,8 @@ def test_infinite_range_bounds_stay_allowed():
 )
 def test_pool_that_cannot_fit_is_refused_before_allocating(task, num_envs):
     start = time.perf_counter()
-    with pytest.raises(ValueError, match=r"needs about [\d.]+ [KMGTP]B .* but this machine has [\d.]+ [KMGTP]B available"):
+    refusal = r"needs about [\d.]+ [KMGTP]B .* but this machine has [\d.]+ [KMGTP]B available"
+    with pytest.raises(ValueError, match=refusal):
         rlfast.make(task, num_envs)
     # Refused from the estimate: nothing was built (building a million Pong envs takes hours).
     assert time.perf_counter() - start < 30
@@ -218,7 +219,8 @@ class TestContinuousActions:
         p.close()
 
     def test_float64_beyond_float32_is_rejected(self, pool):
-        with pytest.raises(ValueError, match=r"action for env 1 \(row 1, element 0\) is 1e\+300; actions must be finite"):
+        rule = r"action for env 1 \(row 1, element 0\) is 1e\+300; actions must be finite"
+        with pytest.raises(ValueError, match=rule):
             pool.send(np.array([[0.0], [1e300]]))
 
     def test_ragged_actions(self, pool):
