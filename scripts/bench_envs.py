@@ -13,6 +13,7 @@ inside this run only, never across runs. Units, per family:
     python scripts/bench_envs.py --tasks Ant-v5 HalfCheetah-v5
     python scripts/bench_envs.py --tasks Pong-v5 --plot pong.png --threads-sweep 1 2
     python scripts/bench_envs.py --tasks Pong-v5 Ant-v5 CartPole-v1 --json out.json
+    python scripts/bench_envs.py --tasks SpaceInvaders-v5 --startup 512 --contenders   # start-up only
 
 Contenders (those whose package or task is missing are skipped with a note):
   raw-1core       the engine alone on one core. Atari: ALE act() in a loop; MuJoCo: mj_step x
@@ -35,6 +36,10 @@ Contenders (those whose package or task is missing are skipped with a note):
   rlfast-n1-wir   rlfast with N=1, work_in_recv=True and no worker thread: each step runs inside
                   recv() on the calling thread (Atari)
   envpool-n1      EnvPool with N=1, one thread (Atari)
+
+Start-up (--startup N): seconds to make N envs and to reset them once, for rlfast, EnvPool and
+ale-py's vector env (Atari), each made in a fresh forked process (imports already done) on the
+pool's default threads (--num-threads to choose), best of --rounds.
 """
 
 from __future__ import annotations
@@ -88,6 +93,8 @@ class Args:
     """thread counts of the --plot sweep (default 1 .. cores); N and B follow the family defaults"""
     seed: int = 0
     """seed for envs and the pre-drawn actions"""
+    startup: Optional[int] = None
+    """also time make() and the first reset() of this many envs per task (rlfast, EnvPool, ale-py vector)"""
 
 
 @dataclass(frozen=True)
@@ -540,6 +547,61 @@ def format_table(s: Setup, results: dict[str, Result], rounds: int) -> str:
     return "\n".join(lines)
 
 
+STARTUP = ("rlfast", "envpool", "ale-vector")
+
+
+def time_startup(name: str, task: str, n: int, threads: Optional[int], seed: int) -> tuple[float, float]:
+    """(seconds to make n envs, seconds for their first reset) of one contender."""
+    start = time.perf_counter()
+    if name == "rlfast":
+        env: Any = rlfast.make(task, n, num_threads=threads, seed=seed)
+    elif name == "envpool":
+        import envpool  # optional peer
+
+        if task not in envpool.list_all_envs():
+            raise LookupError(f"envpool has no {task}")
+        env = envpool.make_gymnasium(task, num_envs=n, seed=seed, **({"num_threads": threads} if threads else {}))
+    else:
+        from ale_py.vector_env import AtariVectorEnv  # optional peer
+
+        if rlfast.task_family(task) != "atari":
+            raise LookupError("ale-py's vector env is Atari only")
+        env = AtariVectorEnv(ale_game(task), n, **({"num_threads": threads} if threads else {}))
+    made = time.perf_counter()
+    env.reset()  # seeded at make (EnvPool ignores reset seeds)
+    reset = time.perf_counter()
+    env.close()
+    return made - start, reset - made
+
+
+def startup_table(task: str, args: Args) -> tuple[str, dict[str, tuple[float, float]]]:
+    """Best (make, reset) seconds of each contender over args.rounds, interleaved, and their table."""
+    n = args.startup
+    best: dict[str, tuple[float, float]] = {}
+    notes: dict[str, str] = {}
+    for _ in range(args.rounds):
+        for name in STARTUP:
+            try:
+                got = run_in_child(partial(time_startup, name, task, n, args.num_threads, args.seed), 3600)
+            except SKIPPABLE as e:
+                notes[name] = f"skipped: {e}"
+                continue
+            if name not in best or got[0] < best[name][0]:
+                best[name] = got
+    lines = [
+        f"\n{task}: start-up of {n} envs ({args.num_threads or 'default'} threads), {CORES} cores, best of {args.rounds}",
+        f"{'contender':<14}{'make s':>10}{'ms/env':>10}{'reset s':>10}{'make vs rlfast':>16}",
+    ]
+    for name in STARTUP:
+        if name not in best:
+            lines.append(f"{name:<14}  {notes.get(name, '')}")
+            continue
+        made, reset = best[name]
+        lines.append(f"{name:<14}{made:>10.2f}{made / n * 1000:>10.1f}{reset:>10.2f}"
+                     f"{made / best['rlfast'][0] if 'rlfast' in best else float('nan'):>15.2f}x")
+    return "\n".join(lines), best
+
+
 def sweep_threads(task: str, names: list[str], args: Args) -> dict[str, list[tuple[int, float]]]:
     """(threads, rate) of each of `names` (SWEEP) per thread count."""
     curves: dict[str, list[tuple[int, float]]] = {}
@@ -582,11 +644,17 @@ def main(args: Args) -> dict[str, dict[str, Result]]:
         raise SystemExit("error: --plot needs matplotlib: pip install matplotlib (or pip install -e '.[bench]')")
     everything: dict[str, dict[str, Result]] = {}
     sweeps: dict[str, dict[str, list[tuple[int, float]]]] = {}
+    startups: dict[str, dict[str, tuple[float, float]]] = {}
     for task in args.tasks:
+        if args.startup:
+            table, startups[task] = startup_table(task, args)
+            print(table, flush=True)
         s = make_setup(task, args)
-        names = [c for c in args.contenders or CONTENDERS if s.family in CONTENDERS[c].families]
+        chosen = CONTENDERS if args.contenders is None else args.contenders  # () with --startup: start-up only
+        names = [c for c in chosen if s.family in CONTENDERS[c].families]
         everything[task] = run_rounds(names, s, args.rounds)
-        print(format_table(s, everything[task], args.rounds), flush=True)
+        if names:
+            print(format_table(s, everything[task], args.rounds), flush=True)
         if args.plot:
             sweeps[task] = sweep_threads(task, [c for c in SWEEP if c in names], args)
     if args.plot:
@@ -601,6 +669,7 @@ def main(args: Args) -> dict[str, dict[str, Result]]:
                 for t, rs in everything.items()
             },
             "sweep": sweeps,
+            "startup": {t: {n: {"make_s": m, "reset_s": r} for n, (m, r) in rs.items()} for t, rs in startups.items()},
         }
         with open(args.json, "w") as f:
             json.dump(payload, f, indent=2)

@@ -280,3 +280,15 @@ def test_ctrl_c_interrupts_make():
     assert time.perf_counter() - start < 10
     with rlfast.make("Pong-v5", 2) as pool:  # nothing left behind
         pool.reset()
+
+
+@pytest.mark.parametrize(
+    "bug,match",
+    [
+        (1, r"Dummy-v0: info field 0 is 'last_action' \(float32 x 1\) in the env's step but 'last_action' \(int32 x 1\)"),
+        (2, r"Dummy-v0: info field 1 is 'extra' \(int32 x 1\) in the env's step but nothing in its spec"),
+    ],
+)
+def test_env_whose_info_disagrees_with_its_spec_is_refused_at_make(bug, match):
+    with pytest.raises(RuntimeError, match=match):
+        rlfast.make("Dummy-v0", 2, info_layout_bug=bug)

@@ -2,10 +2,14 @@
 #ifndef RLFAST_CSRC_CORE_ENV_H_
 #define RLFAST_CSRC_CORE_ENV_H_
 
-#include <array>
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "rlfast/csrc/core/spec.h"
 
@@ -20,15 +24,57 @@ struct StepResult {
   bool truncated = false;
 };
 
-/// Pointers to one slot's env-specific info arrays, in EnvSpec::info order.
-class InfoOut {
+/// A float64 info array whose length is known only at run time (e.g. a model's tendons).
+struct DoubleSpan {
+  const double* data = nullptr;
+  int64_t size = 0;
+};
+
+/// Checks, once per pool, that an env's VisitInfo names the same fields, in the same order,
+/// with the same element types and counts as its static Spec().info: an env whose step and
+/// spec disagree fails at make() with std::logic_error, never writes a wrong slot.
+class InfoLayoutCheck {
  public:
-  static constexpr int kMaxInfo = 16;
+  InfoLayoutCheck(const std::vector<ArraySpec>& spec, std::string task)
+      : spec_(spec), task_(std::move(task)) {}
+
   template <class T>
-  T* Get(int k) const {
-    return static_cast<T*>(ptrs_[k]);
+  void operator()(const char* name, const T& value) {
+    DType dtype;
+    int64_t count = 1;
+    if constexpr (std::is_same_v<T, DoubleSpan>) {
+      dtype = DType::kFloat64;
+      count = value.size;
+    } else {
+      dtype = DTypeOf<T>();
+    }
+    if (next_ >= spec_.size() || spec_[next_].name != name || spec_[next_].dtype != dtype ||
+        spec_[next_].NumElements() != count) {
+      const std::string want = next_ < spec_.size() ? Describe(spec_[next_].name, spec_[next_].dtype,
+                                                               spec_[next_].NumElements())
+                                                    : "nothing";
+      throw std::logic_error(task_ + ": info field " + std::to_string(next_) + " is " +
+                             Describe(name, dtype, count) + " in the env's step but " + want +
+                             " in its spec");
+    }
+    ++next_;
   }
-  std::array<void*, kMaxInfo> ptrs_{};
+
+  void Finish() const {
+    if (next_ != spec_.size()) {
+      throw std::logic_error(task_ + ": the env's step writes " + std::to_string(next_) +
+                             " info fields but its spec declares " + std::to_string(spec_.size()));
+    }
+  }
+
+ private:
+  static std::string Describe(const std::string& name, DType dtype, int64_t count) {
+    return "'" + name + "' (" + DTypeName(dtype) + " x " + std::to_string(count) + ")";
+  }
+
+  const std::vector<ArraySpec>& spec_;
+  std::string task_;
+  std::size_t next_ = 0;
 };
 
 /// Base of every environment: owns the env's RNG.
@@ -41,7 +87,12 @@ class InfoOut {
 ///   void Reset();                        starts an episode (draws from rng_)
 ///   StepResult Step(const Action* a);    advances the current episode; no allocation
 ///   void WriteObs(Obs* obs) const;       writes the current observation in place
-///   void WriteInfo(const InfoOut&) const writes EnvSpec::info arrays (default: none)
+///   template <class V> void VisitInfo(V&& v) const
+///                                        calls v(name, value) for each EnvSpec::info field,
+///                                        in order; value: int32_t, float, double, bool or
+///                                        DoubleSpan (default: none). The pool writes each
+///                                        value into its slot by type; InfoLayoutCheck
+///                                        verifies names, types and counts at make().
 /// Every method is called by one worker thread at a time, never concurrently for one env;
 /// the env is owned by the pool. Results must depend only on the seed and the actions,
 /// never on which thread runs the env.
@@ -52,7 +103,8 @@ class EnvBase {
   /// Re-seeds the env's RNG. Called by the pool while the env is idle.
   void Seed(uint64_t seed) { rng_.seed(SplitMix64(seed)); }
 
-  void WriteInfo(const InfoOut& /*info*/) const {}
+  template <class V>
+  void VisitInfo(V&& /*visit*/) const {}
 
  protected:
   /// Uniform double in [lo, hi), portable across standard libraries.

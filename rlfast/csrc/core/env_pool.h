@@ -55,6 +55,12 @@ class EnvPool : public Pool {
     envs_[env_id] = std::make_unique<Env>(env_config_, SeedFor(env_id));
   }
 
+  void CheckInfoLayout() const override {
+    InfoLayoutCheck check(spec_.info, task_id_);
+    envs_[0]->VisitInfo(check);
+    check.Finish();
+  }
+
   void SeedEnv(int env_id, uint64_t seed) override {
     envs_[env_id]->Seed(seed);
     needs_reset_[env_id] = 1;
@@ -92,17 +98,14 @@ class EnvPool : public Pool {
     }
     StateBufferQueue::SlotRef ref = states_.Claim(id);
     const int b = ref.block, s = ref.slot;
-    *reinterpret_cast<float*>(SlotPtr(kReward, b, s)) = r.reward;
-    *reinterpret_cast<bool*>(SlotPtr(kTerminated, b, s)) = r.terminated;
-    *reinterpret_cast<bool*>(SlotPtr(kTruncated, b, s)) = r.truncated;
-    *reinterpret_cast<int32_t*>(SlotPtr(kEnvId, b, s)) = id;
-    *reinterpret_cast<int32_t*>(SlotPtr(kElapsedStep, b, s)) = elapsed_[id];
-    *reinterpret_cast<float*>(SlotPtr(kEpisodeReturn, b, s)) =
-        static_cast<float>(episode_return_[id]);
-    *reinterpret_cast<int32_t*>(SlotPtr(kEpisodeLength, b, s)) = elapsed_[id];
-    Obs* obs = reinterpret_cast<Obs*>(SlotPtr(kObs, b, s));
+    const CommonFields common{r.reward,    r.terminated,
+                              r.truncated, id,
+                              elapsed_[id], static_cast<float>(episode_return_[id]),
+                              elapsed_[id]};
+    common.Visit(SlotWriter(*this, /*first=*/1, b, s));
+    Obs* obs = reinterpret_cast<Obs*>(SlotPtr(/*obs=*/0, b, s));
     if (failed) {
-      std::memset(obs, 0, fields_[kObs].NumBytes());
+      std::memset(obs, 0, fields_[/*obs=*/0].NumBytes());
       needs_reset_[id] = 1;
     } else {
       try {
@@ -132,11 +135,7 @@ class EnvPool : public Pool {
 
   /// Writes obs/info of the current state, handling the episode end per autoreset mode.
   void WriteResult(Env& env, int id, bool done, Obs* obs, int b, int s) {
-    InfoOut info;
-    for (std::size_t k = 0; k < spec_.info.size(); ++k) {
-      info.ptrs_[k] = SlotPtr(kNumCommonFields + static_cast<int>(k), b, s);
-    }
-    env.WriteInfo(info);
+    env.VisitInfo(SlotWriter(*this, first_info_field_, b, s));
     if (!done) {
       env.WriteObs(obs);
     } else if (final_obs_field_ < 0) {

@@ -83,14 +83,10 @@ std::vector<ArraySpec> MakeFields(const EnvSpec& spec, AutoresetMode mode) {
   obs.name = "obs";
   // Info fields are named "info:<key>": an env's info key may equal a step field's name
   // (Atari's raw "reward" beside the step's reward), and the binding splits on the prefix.
-  std::vector<ArraySpec> fields = {obs,
-                                   Scalar("reward", DType::kFloat32),
-                                   Scalar("terminated", DType::kBool),
-                                   Scalar("truncated", DType::kBool),
-                                   AsInfo(Scalar("env_id", DType::kInt32)),
-                                   AsInfo(Scalar("elapsed_step", DType::kInt32)),
-                                   AsInfo(Scalar("episode_return", DType::kFloat32)),
-                                   AsInfo(Scalar("episode_length", DType::kInt32))};
+  std::vector<ArraySpec> fields = {obs};
+  CommonFields{}.Visit([&](const char* name, const auto& value) {
+    fields.push_back(Scalar(name, DTypeOf<std::decay_t<decltype(value)>>()));
+  });
   for (const ArraySpec& info : spec.info) fields.push_back(AsInfo(info));
   if (mode == AutoresetMode::kSameStep) {
     ArraySpec final_obs = spec.obs;
@@ -179,10 +175,12 @@ Pool::Pool(std::string task_id, const PoolConfig& config, EnvSpec spec)
       in_flight_(config_.num_envs, 0),
       stamp_(config_.num_envs, 0),
       errors_(config_.num_envs) {
-  if (spec_.info.size() > static_cast<std::size_t>(InfoOut::kMaxInfo)) {
-    throw std::logic_error("too many info fields for " + task_id_);
-  }
   fields_ = MakeFields(spec_, config_.autoreset_mode);
+  first_info_field_ = static_cast<int>(fields_.size() - spec_.info.size()) -
+                      (config_.autoreset_mode == AutoresetMode::kSameStep ? 1 : 0);
+  for (std::size_t f = 0; f < fields_.size(); ++f) {
+    if (fields_[f].name == "info:env_id") env_id_field_ = static_cast<int>(f);
+  }
   if (config_.autoreset_mode == AutoresetMode::kSameStep) {
     final_obs_field_ = static_cast<int>(fields_.size()) - 1;
   }
@@ -211,6 +209,7 @@ void Pool::Attach(const std::vector<void*>& field_buffers) {
 void Pool::BuildEnvs(const std::function<void()>& poll) {
   if (built_) throw PoolStateError("envs already built");
   ParallelFor(config_.num_envs, [this](int i) { BuildEnv(i); }, poll);
+  CheckInfoLayout();
   built_ = true;
 }
 
@@ -407,7 +406,7 @@ std::pair<int, std::string> Pool::Recv(const std::function<void()>& poll) {
   std::string failures;
   {
     std::lock_guard<std::mutex> lock(book_mutex_);
-    const auto* ids = reinterpret_cast<const int32_t*>(SlotPtr(kEnvId, block, 0));
+    const auto* ids = reinterpret_cast<const int32_t*>(SlotPtr(env_id_field_, block, 0));
     for (int s = 0; s < config_.batch_size; ++s) {
       in_flight_[ids[s]] = 0;
       if (has_errors_.load(std::memory_order_acquire) && !errors_[ids[s]].empty()) {

@@ -4,16 +4,19 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "rlfast/csrc/core/action_buffer_queue.h"
+#include "rlfast/csrc/core/env.h"
 #include "rlfast/csrc/core/spec.h"
 #include "rlfast/csrc/core/state_buffer_queue.h"
 #include "rlfast/csrc/core/thread_pool.h"
@@ -43,18 +46,28 @@ struct PoolConfig {
   int thread_affinity_offset = -1;  ///< >= 0 pins worker i to CPU offset + i.
 };
 
-/// Indices of the common per-slot output fields; env info fields follow, then final_obs
-/// (same-step autoreset only).
-enum Field : int {
-  kObs = 0,
-  kReward,
-  kTerminated,
-  kTruncated,
-  kEnvId,
-  kElapsedStep,
-  kEpisodeReturn,
-  kEpisodeLength,
-  kNumCommonFields
+/// The per-slot outputs every env has besides its observation (field 0), in field order;
+/// "info:" names go to recv()'s info dict. This one list gives both the layout (MakeFields)
+/// and the writes (EnvPool::Process), so the two cannot disagree.
+struct CommonFields {
+  float reward = 0.0f;
+  bool terminated = false;
+  bool truncated = false;
+  int32_t env_id = 0;
+  int32_t elapsed_step = 0;
+  float episode_return = 0.0f;
+  int32_t episode_length = 0;
+
+  template <class V>
+  void Visit(V&& v) const {
+    v("reward", reward);
+    v("terminated", terminated);
+    v("truncated", truncated);
+    v("info:env_id", env_id);
+    v("info:elapsed_step", elapsed_step);
+    v("info:episode_return", episode_return);
+    v("info:episode_length", episode_length);
+  }
 };
 
 /// A batch of actions as handed over by the binding: `n` rows of `row_size` elements.
@@ -145,6 +158,32 @@ class Pool {
     return buffers_[f] + (static_cast<int64_t>(block) * config_.batch_size + slot) *
                              static_cast<int64_t>(field_bytes_[f]);
   }
+
+  /// A visitor writing each visited (name, value) into the next field of one slot, from
+  /// field `first` on. A value's C++ type is its field's dtype: MakeFields derives the common
+  /// fields from the same Visit, and InfoLayoutCheck checks every env's info at make().
+  class SlotWriter {
+   public:
+    SlotWriter(const Pool& pool, int first, int block, int slot)
+        : pool_(pool), field_(first), block_(block), slot_(slot) {}
+    template <class T>
+    void operator()(const char* /*name*/, const T& value) {
+      char* dst = pool_.SlotPtr(field_++, block_, slot_);
+      if constexpr (std::is_same_v<T, DoubleSpan>) {
+        std::memcpy(dst, value.data, static_cast<std::size_t>(value.size) * sizeof(double));
+      } else {
+        std::memcpy(dst, &value, sizeof(T));
+      }
+    }
+
+   private:
+    const Pool& pool_;
+    int field_;
+    const int block_, slot_;
+  };
+
+  /// Verifies an env's VisitInfo against spec_.info (InfoLayoutCheck); after BuildEnvs.
+  virtual void CheckInfoLayout() const = 0;
   const int32_t* DiscreteAction(int env_id) const { return &discrete_actions_[env_id]; }
   const float* BoxAction(int env_id) const { return &box_actions_[env_id * action_size_]; }
   void RecordError(int env_id, const std::string& what);
@@ -156,6 +195,7 @@ class Pool {
   const EnvSpec spec_;
   std::vector<ArraySpec> fields_;
   StateBufferQueue states_;
+  int first_info_field_ = 0;  // the env's own info fields follow obs and CommonFields
   int final_obs_field_ = -1;
 
  private:
@@ -191,6 +231,7 @@ class Pool {
   std::atomic<bool> has_errors_{false};
   std::atomic<bool> closed_{false};
   bool built_ = false;
+  int env_id_field_ = -1;
 };
 
 /// Resolves defaults (batch_size, num_threads; num_threads is capped at num_envs) and

@@ -85,7 +85,7 @@ struct EnvSpec {
   int64_t num_actions = 0;
   ArraySpec action;
   /// Env-specific per-step outputs (e.g. Atari lives, MuJoCo reward terms), written by the
-  /// env's WriteInfo into the slot, in this order.
+  /// env's VisitInfo into the slot, in this order.
   std::vector<ArraySpec> info;
   /// Default episode step limit; the pool's config may override it.
   int max_episode_steps = std::numeric_limits<int>::max();

@@ -101,14 +101,15 @@ class AtariEnv : public core::EnvBase {
     }
   }
 
-  /// Info fields, in Spec().info order.
-  void WriteInfo(const core::InfoOut& info) const {
-    *info.Get<int32_t>(0) = lives_;
-    *info.Get<float>(1) = raw_reward_;
-    *info.Get<int32_t>(2) = frame_number_;
-    *info.Get<int32_t>(3) = episode_frame_number_;
-    *info.Get<bool>(4) = game_over_;
-    *info.Get<bool>(5) = new_game_;
+  /// Info fields, in Spec().info order (checked at make()).
+  template <class V>
+  void VisitInfo(V&& v) const {
+    v("lives", lives_);
+    v("reward", raw_reward_);
+    v("frame_number", frame_number_);
+    v("episode_frame_number", episode_frame_number_);
+    v("game_over", game_over_);
+    v("new_game", new_game_);
   }
 
 #ifdef RLFAST_TEST_HOOKS

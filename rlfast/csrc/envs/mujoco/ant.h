@@ -51,6 +51,10 @@ struct AntConfig {
 class Ant : public MujocoEnv {
  public:
   using Config = AntConfig;
+  /// gymnasium's info keys, in order: the spec and VisitInfo both read this list.
+  static constexpr const char* kInfo[] = {
+      "x_position", "y_position", "distance_from_origin", "x_velocity", "y_velocity",
+      "reward_forward", "reward_ctrl", "reward_contact", "reward_survive"};
 
   static core::EnvSpec Spec(const Config& c) {
     ModelPtr m = LoadModel(c.xml_file);
@@ -58,9 +62,7 @@ class Ant : public MujocoEnv {
     spec.obs = ObsSpec(ObsSize(*m, c));
     spec.action = ActionSpec(*m);
     spec.env_bytes = DataBytes(*m);
-    spec.info = ScalarInfo({"x_position", "y_position", "distance_from_origin", "x_velocity",
-                            "y_velocity", "reward_forward", "reward_ctrl", "reward_contact",
-                            "reward_survive"});
+    spec.info = ScalarInfo(kInfo);
     spec.max_episode_steps = 1000;
     return spec;
   }
@@ -120,7 +122,10 @@ class Ant : public MujocoEnv {
     }
   }
 
-  void WriteInfo(const core::InfoOut& out) const { WriteScalars(out, info_, 9); }
+  template <class V>
+  void VisitInfo(V&& v) const {
+    VisitScalars(v, kInfo, info_);
+  }
 
  private:
   static int64_t ObsSize(const mjModel& m, const Config& c) {
@@ -140,7 +145,7 @@ class Ant : public MujocoEnv {
   }
 
   Config config_;
-  double info_[9] = {};
+  double info_[std::size(kInfo)] = {};
 };
 
 }  // namespace rlfast::envs::mujoco

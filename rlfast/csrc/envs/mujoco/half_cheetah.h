@@ -33,6 +33,8 @@ struct HalfCheetahConfig {
 class HalfCheetah : public MujocoEnv {
  public:
   using Config = HalfCheetahConfig;
+  /// gymnasium's info keys, in order: the spec and VisitInfo both read this list.
+  static constexpr const char* kInfo[] = {"x_position", "x_velocity", "reward_forward", "reward_ctrl"};
 
   static core::EnvSpec Spec(const Config& c) {
     ModelPtr m = LoadModel(c.xml_file);
@@ -40,7 +42,7 @@ class HalfCheetah : public MujocoEnv {
     spec.obs = ObsSpec(m->nq + m->nv - c.exclude_current_positions_from_observation);
     spec.action = ActionSpec(*m);
     spec.env_bytes = DataBytes(*m);
-    spec.info = ScalarInfo({"x_position", "x_velocity", "reward_forward", "reward_ctrl"});
+    spec.info = ScalarInfo(kInfo);
     spec.max_episode_steps = 1000;
     return spec;
   }
@@ -75,11 +77,14 @@ class HalfCheetah : public MujocoEnv {
     Copy(data_->qvel, model_->nv, obs);
   }
 
-  void WriteInfo(const core::InfoOut& out) const { WriteScalars(out, info_, 4); }
+  template <class V>
+  void VisitInfo(V&& v) const {
+    VisitScalars(v, kInfo, info_);
+  }
 
  private:
   Config config_;
-  double info_[4] = {};
+  double info_[std::size(kInfo)] = {};
 };
 
 }  // namespace rlfast::envs::mujoco

@@ -46,9 +46,18 @@ class HumanoidBase : public MujocoEnv {
            6 * bodies * o.include_cfrc_ext_in_observation;
   }
 
-  /// Info array of the model's tendons (gymnasium's tendon_length / tendon_velocity).
-  static core::ArraySpec TendonInfo(const mjModel& m, const char* name) {
-    return {name, core::DType::kFloat64, {m.ntendon}, {}, {}};
+  /// gymnasium's info: the task's scalars with the model's tendon arrays (tendon_length,
+  /// tendon_velocity) inserted after the first `before` of them. InfoSpec and VisitInfoWith
+  /// Tendons read the same name list, so spec and step agree by construction.
+  template <std::size_t N>
+  static std::vector<core::ArraySpec> InfoSpec(const mjModel& m, const char* const (&names)[N],
+                                               std::size_t before) {
+    std::vector<core::ArraySpec> spec = ScalarInfo(names);
+    const core::ArraySpec length{"tendon_length", core::DType::kFloat64, {m.ntendon}, {}, {}};
+    core::ArraySpec velocity = length;
+    velocity.name = "tendon_velocity";
+    spec.insert(spec.begin() + before, {length, velocity});
+    return spec;
   }
 
   void WriteHumanoidObs(double* obs) const {
@@ -63,14 +72,16 @@ class HumanoidBase : public MujocoEnv {
     if (obs_.include_cfrc_ext_in_observation) Copy(d.cfrc_ext + 6, 6 * (m.nbody - 1), obs);
   }
 
-  /// Writes scalar infos 0..n_before-1, then the two tendon arrays, then the rest.
-  void WriteInfoWithTendons(const core::InfoOut& out, const double* scalars, int n_before,
-                            int n) const {
-    int k = 0;
-    for (; k < n_before; ++k) *out.Get<double>(k) = scalars[k];
-    Copy(data_->ten_length, model_->ntendon, out.Get<double>(k));
-    Copy(data_->ten_velocity, model_->ntendon, out.Get<double>(k + 1));
-    for (; k < n; ++k) *out.Get<double>(k + 2) = scalars[k];
+  template <class V, std::size_t N>
+  void VisitInfoWithTendons(V& v, const char* const (&names)[N], const double* values,
+                            std::size_t before) const {
+    for (std::size_t k = 0; k < N; ++k) {
+      if (k == before) {
+        v("tendon_length", core::DoubleSpan{data_->ten_length, model_->ntendon});
+        v("tendon_velocity", core::DoubleSpan{data_->ten_velocity, model_->ntendon});
+      }
+      v(names[k], values[k]);
+    }
   }
 
   /// sum(square(x)) over n float64 values (gymnasium's np.square(...).sum()).
@@ -118,6 +129,11 @@ struct HumanoidConfig : HumanoidObsOptions {
 class Humanoid : public HumanoidBase {
  public:
   using Config = HumanoidConfig;
+  /// gymnasium's scalar info keys; the tendon arrays come after the first kTendonsAfter.
+  static constexpr const char* kInfo[] = {"x_position",     "y_position",     "distance_from_origin",
+                                          "x_velocity",     "y_velocity",     "reward_survive",
+                                          "reward_forward", "reward_ctrl",    "reward_contact"};
+  static constexpr std::size_t kTendonsAfter = 2;
 
   static core::EnvSpec Spec(const Config& c) {
     ModelPtr m = LoadModel(c.xml_file);
@@ -125,14 +141,7 @@ class Humanoid : public HumanoidBase {
     spec.obs = ObsSpec(ObsSize(*m, c));
     spec.action = ActionSpec(*m);
     spec.env_bytes = DataBytes(*m);
-    spec.info = ScalarInfo({"x_position", "y_position"});
-    spec.info.push_back(TendonInfo(*m, "tendon_length"));
-    spec.info.push_back(TendonInfo(*m, "tendon_velocity"));
-    for (auto& a : ScalarInfo({"distance_from_origin", "x_velocity", "y_velocity",
-                               "reward_survive", "reward_forward", "reward_ctrl",
-                               "reward_contact"})) {
-      spec.info.push_back(a);
-    }
+    spec.info = InfoSpec(*m, kInfo, kTendonsAfter);
     spec.max_episode_steps = 1000;
     return spec;
   }
@@ -180,7 +189,10 @@ class Humanoid : public HumanoidBase {
   }
 
   void WriteObs(Obs* obs) const { WriteHumanoidObs(obs); }
-  void WriteInfo(const core::InfoOut& out) const { WriteInfoWithTendons(out, info_, 2, 9); }
+  template <class V>
+  void VisitInfo(V&& v) const {
+    VisitInfoWithTendons(v, kInfo, info_, kTendonsAfter);
+  }
 
  private:
   /// gymnasium's mass_center: body-mass-weighted mean of xipos, x and y.
@@ -196,7 +208,7 @@ class Humanoid : public HumanoidBase {
 
   Config config_;
   double total_mass_;
-  double info_[9] = {};
+  double info_[std::size(kInfo)] = {};
 };
 
 }  // namespace rlfast::envs::mujoco

@@ -38,6 +38,10 @@ struct HumanoidStandupConfig : HumanoidObsOptions {
 class HumanoidStandup : public HumanoidBase {
  public:
   using Config = HumanoidStandupConfig;
+  /// gymnasium's scalar info keys; the tendon arrays come after the first kTendonsAfter.
+  static constexpr const char* kInfo[] = {"x_position",   "y_position",      "z_distance_from_origin",
+                                          "reward_linup", "reward_quadctrl", "reward_impact"};
+  static constexpr std::size_t kTendonsAfter = 3;
 
   static core::EnvSpec Spec(const Config& c) {
     ModelPtr m = LoadModel(c.xml_file);
@@ -45,12 +49,7 @@ class HumanoidStandup : public HumanoidBase {
     spec.obs = ObsSpec(ObsSize(*m, c));
     spec.action = ActionSpec(*m);
     spec.env_bytes = DataBytes(*m);
-    spec.info = ScalarInfo({"x_position", "y_position", "z_distance_from_origin"});
-    spec.info.push_back(TendonInfo(*m, "tendon_length"));
-    spec.info.push_back(TendonInfo(*m, "tendon_velocity"));
-    for (auto& a : ScalarInfo({"reward_linup", "reward_quadctrl", "reward_impact"})) {
-      spec.info.push_back(a);
-    }
+    spec.info = InfoSpec(*m, kInfo, kTendonsAfter);
     spec.max_episode_steps = 1000;
     return spec;
   }
@@ -84,7 +83,10 @@ class HumanoidStandup : public HumanoidBase {
   }
 
   void WriteObs(Obs* obs) const { WriteHumanoidObs(obs); }
-  void WriteInfo(const core::InfoOut& out) const { WriteInfoWithTendons(out, info_, 3, 6); }
+  template <class V>
+  void VisitInfo(V&& v) const {
+    VisitInfoWithTendons(v, kInfo, info_, kTendonsAfter);
+  }
 
  private:
   void WritePositionInfo() {
@@ -94,7 +96,7 @@ class HumanoidStandup : public HumanoidBase {
   }
 
   Config config_;
-  double info_[6] = {};
+  double info_[std::size(kInfo)] = {};
 };
 
 }  // namespace rlfast::envs::mujoco

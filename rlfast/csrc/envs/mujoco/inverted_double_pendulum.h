@@ -32,6 +32,8 @@ struct InvertedDoublePendulumConfig {
 class InvertedDoublePendulum : public MujocoEnv {
  public:
   using Config = InvertedDoublePendulumConfig;
+  /// gymnasium's info keys, in order: the spec and VisitInfo both read this list.
+  static constexpr const char* kInfo[] = {"reward_survive", "distance_penalty", "velocity_penalty"};
   static constexpr double kClip = 10.0;
 
   static core::EnvSpec Spec(const Config& c) {
@@ -40,7 +42,7 @@ class InvertedDoublePendulum : public MujocoEnv {
     spec.obs = ObsSpec(1 + 2 * (m->nq - 1) + m->nv + 1);
     spec.action = ActionSpec(*m);
     spec.env_bytes = DataBytes(*m);
-    spec.info = ScalarInfo({"reward_survive", "distance_penalty", "velocity_penalty"});
+    spec.info = ScalarInfo(kInfo);
     spec.max_episode_steps = 1000;
     return spec;
   }
@@ -80,11 +82,14 @@ class InvertedDoublePendulum : public MujocoEnv {
     CopyClipped(data_->qfrc_constraint, 1, -kClip, kClip, obs);
   }
 
-  void WriteInfo(const core::InfoOut& out) const { WriteScalars(out, info_, 3); }
+  template <class V>
+  void VisitInfo(V&& v) const {
+    VisitScalars(v, kInfo, info_);
+  }
 
  private:
   Config config_;
-  double info_[3] = {};
+  double info_[std::size(kInfo)] = {};
 };
 
 }  // namespace rlfast::envs::mujoco

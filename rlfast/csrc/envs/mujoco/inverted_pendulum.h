@@ -29,6 +29,7 @@ struct InvertedPendulumConfig {
 class InvertedPendulum : public MujocoEnv {
  public:
   using Config = InvertedPendulumConfig;
+  static constexpr const char* kInfo[] = {"reward_survive"};
   static constexpr double kMaxAngle = 0.2;
 
   static core::EnvSpec Spec(const Config& c) {
@@ -37,7 +38,7 @@ class InvertedPendulum : public MujocoEnv {
     spec.obs = ObsSpec(m->nq + m->nv);
     spec.action = ActionSpec(*m);
     spec.env_bytes = DataBytes(*m);
-    spec.info = ScalarInfo({"reward_survive"});
+    spec.info = ScalarInfo(kInfo);
     spec.max_episode_steps = 1000;
     return spec;
   }
@@ -67,7 +68,10 @@ class InvertedPendulum : public MujocoEnv {
     Copy(data_->qvel, model_->nv, obs);
   }
 
-  void WriteInfo(const core::InfoOut& out) const { WriteScalars(out, &survive_, 1); }
+  template <class V>
+  void VisitInfo(V&& v) const {
+    VisitScalars(v, kInfo, &survive_);
+  }
 
  private:
   Config config_;

@@ -6,7 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <initializer_list>
+#include <iterator>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -135,15 +135,19 @@ class MujocoEnv : public core::EnvBase {
     return dst + n;
   }
 
-  /// One float64 scalar info array per name (gymnasium's info keys), in order.
-  static std::vector<core::ArraySpec> ScalarInfo(std::initializer_list<const char*> names) {
+  /// One float64 scalar info field per name (gymnasium's info keys), in order. A task lists
+  /// its names once (`kInfo`) for both this spec and VisitScalars, and keeps its values in
+  /// `double info_[std::size(kInfo)]`.
+  template <std::size_t N>
+  static std::vector<core::ArraySpec> ScalarInfo(const char* const (&names)[N]) {
     std::vector<core::ArraySpec> out;
     for (const char* n : names) out.push_back({n, core::DType::kFloat64, {}, {}, {}});
     return out;
   }
-  /// Writes values[k] into scalar info array k, for k < n.
-  static void WriteScalars(const core::InfoOut& out, const double* values, int n) {
-    for (int k = 0; k < n; ++k) *out.Get<double>(k) = values[k];
+  /// Visits (names[k], values[k]) for every k: the info of tasks whose fields are scalars.
+  template <class V, std::size_t N>
+  static void VisitScalars(V& v, const char* const (&names)[N], const double* values) {
+    for (std::size_t k = 0; k < N; ++k) v(names[k], values[k]);
   }
   /// The observation spec: float64, unbounded (gymnasium's Box(-inf, inf, float64)).
   static core::ArraySpec ObsSpec(int64_t size) {

@@ -18,6 +18,10 @@ template <class Config>
 class PlanarWalker : public MujocoEnv {
  public:
   static constexpr double kVelocityClip = 10.0;
+  /// gymnasium's info keys, in order: the spec and VisitInfo both read this list.
+  static constexpr const char* kInfo[] = {
+      "x_position", "z_distance_from_origin", "x_velocity", "reward_forward", "reward_ctrl",
+      "reward_survive"};
 
   static core::EnvSpec Spec(const Config& c) {
     ModelPtr m = LoadModel(c.xml_file);
@@ -25,8 +29,7 @@ class PlanarWalker : public MujocoEnv {
     spec.obs = ObsSpec(m->nq + m->nv - c.exclude_current_positions_from_observation);
     spec.action = ActionSpec(*m);
     spec.env_bytes = DataBytes(*m);
-    spec.info = ScalarInfo({"x_position", "z_distance_from_origin", "x_velocity",
-                            "reward_forward", "reward_ctrl", "reward_survive"});
+    spec.info = ScalarInfo(kInfo);
     spec.max_episode_steps = 1000;
     return spec;
   }
@@ -65,7 +68,10 @@ class PlanarWalker : public MujocoEnv {
     CopyClipped(data_->qvel, model_->nv, -kVelocityClip, kVelocityClip, obs);
   }
 
-  void WriteInfo(const core::InfoOut& out) const { WriteScalars(out, info_, 6); }
+  template <class V>
+  void VisitInfo(V&& v) const {
+    VisitScalars(v, kInfo, info_);
+  }
 
  private:
   static bool Inside(double x, const Range& r) { return r.first < x && x < r.second; }
@@ -90,7 +96,7 @@ class PlanarWalker : public MujocoEnv {
   }
 
   Config config_;
-  double info_[6] = {};
+  double info_[std::size(kInfo)] = {};
 };
 
 /// Hopper-v5 options (gymnasium's HopperEnv keyword arguments and defaults).

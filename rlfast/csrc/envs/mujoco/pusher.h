@@ -35,6 +35,8 @@ struct PusherConfig {
 class Pusher : public MujocoEnv {
  public:
   using Config = PusherConfig;
+  /// gymnasium's info keys, in order: the spec and VisitInfo both read this list.
+  static constexpr const char* kInfo[] = {"reward_dist", "reward_ctrl", "reward_near"};
   static constexpr int kArmDofs = 7;
   static constexpr double kMinGoalDistance = 0.17;
 
@@ -44,7 +46,7 @@ class Pusher : public MujocoEnv {
     spec.obs = ObsSpec(2 * kArmDofs + 9);
     spec.action = ActionSpec(*m);
     spec.env_bytes = DataBytes(*m);
-    spec.info = ScalarInfo({"reward_dist", "reward_ctrl", "reward_near"});
+    spec.info = ScalarInfo(kInfo);
     spec.max_episode_steps = 100;
     return spec;
   }
@@ -96,7 +98,10 @@ class Pusher : public MujocoEnv {
     Copy(data_->xpos + 3 * goal_, 3, obs);
   }
 
-  void WriteInfo(const core::InfoOut& out) const { WriteScalars(out, info_, 3); }
+  template <class V>
+  void VisitInfo(V&& v) const {
+    VisitScalars(v, kInfo, info_);
+  }
 
  private:
   double Distance(int a, int b) const {
@@ -110,7 +115,7 @@ class Pusher : public MujocoEnv {
   int tips_arm_;
   int object_;
   int goal_;
-  double info_[3] = {};
+  double info_[std::size(kInfo)] = {};
 };
 
 }  // namespace rlfast::envs::mujoco

@@ -33,6 +33,8 @@ struct ReacherConfig {
 class Reacher : public MujocoEnv {
  public:
   using Config = ReacherConfig;
+  /// gymnasium's info keys, in order: the spec and VisitInfo both read this list.
+  static constexpr const char* kInfo[] = {"reward_dist", "reward_ctrl"};
   static constexpr double kGoalRadius = 0.2;
 
   static core::EnvSpec Spec(const Config& c) {
@@ -41,7 +43,7 @@ class Reacher : public MujocoEnv {
     spec.obs = ObsSpec(10);
     spec.action = ActionSpec(*m);
     spec.env_bytes = DataBytes(*m);
-    spec.info = ScalarInfo({"reward_dist", "reward_ctrl"});
+    spec.info = ScalarInfo(kInfo);
     spec.max_episode_steps = 50;
     return spec;
   }
@@ -99,13 +101,16 @@ class Reacher : public MujocoEnv {
     obs[9] = data_->xpos[3 * fingertip_ + 1] - data_->xpos[3 * target_ + 1];
   }
 
-  void WriteInfo(const core::InfoOut& out) const { WriteScalars(out, info_, 2); }
+  template <class V>
+  void VisitInfo(V&& v) const {
+    VisitScalars(v, kInfo, info_);
+  }
 
  private:
   Config config_;
   int fingertip_;
   int target_;
-  double info_[2] = {};
+  double info_[std::size(kInfo)] = {};
 };
 
 }  // namespace rlfast::envs::mujoco

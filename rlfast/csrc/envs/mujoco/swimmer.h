@@ -34,6 +34,10 @@ struct SwimmerConfig {
 class Swimmer : public MujocoEnv {
  public:
   using Config = SwimmerConfig;
+  /// gymnasium's info keys, in order: the spec and VisitInfo both read this list.
+  static constexpr const char* kInfo[] = {
+      "x_position", "y_position", "distance_from_origin", "x_velocity", "y_velocity",
+      "reward_forward", "reward_ctrl"};
 
   static core::EnvSpec Spec(const Config& c) {
     ModelPtr m = LoadModel(c.xml_file);
@@ -41,8 +45,7 @@ class Swimmer : public MujocoEnv {
     spec.obs = ObsSpec(m->nq + m->nv - 2 * c.exclude_current_positions_from_observation);
     spec.action = ActionSpec(*m);
     spec.env_bytes = DataBytes(*m);
-    spec.info = ScalarInfo({"x_position", "y_position", "distance_from_origin", "x_velocity",
-                            "y_velocity", "reward_forward", "reward_ctrl"});
+    spec.info = ScalarInfo(kInfo);
     spec.max_episode_steps = 1000;
     return spec;
   }
@@ -77,11 +80,14 @@ class Swimmer : public MujocoEnv {
     Copy(data_->qvel, model_->nv, obs);
   }
 
-  void WriteInfo(const core::InfoOut& out) const { WriteScalars(out, info_, 7); }
+  template <class V>
+  void VisitInfo(V&& v) const {
+    VisitScalars(v, kInfo, info_);
+  }
 
  private:
   Config config_;
-  double info_[7] = {};
+  double info_[std::size(kInfo)] = {};
 };
 
 }  // namespace rlfast::envs::mujoco

@@ -22,6 +22,9 @@ struct DummyConfig {
   int throw_on_action = -1; ///< Step throws std::runtime_error when given this action
   int slow_write_action = -1;  ///< after a step with this action, writing the obs sleeps
   int slow_write_us = 0;       ///< for this long (between the slot claim and its commit)
+  /// 1: VisitInfo reports last_action as float32, 2: adds an undeclared field (both must
+  /// be refused at make() by InfoLayoutCheck).
+  int info_layout_bug = 0;
 
   template <class V>
   void Visit(V&& v) {
@@ -32,6 +35,7 @@ struct DummyConfig {
     v("throw_on_action", throw_on_action);
     v("slow_write_action", slow_write_action);
     v("slow_write_us", slow_write_us);
+    v("info_layout_bug", info_layout_bug);
   }
 };
 
@@ -87,7 +91,15 @@ class Dummy : public core::EnvBase {
     obs[2] = reset_draw_;
   }
 
-  void WriteInfo(const core::InfoOut& info) const { *info.Get<int32_t>(0) = last_action_; }
+  template <class V>
+  void VisitInfo(V&& v) const {
+    if (config_.info_layout_bug == 1) {
+      v("last_action", static_cast<float>(last_action_));
+    } else {
+      v("last_action", last_action_);
+    }
+    if (config_.info_layout_bug == 2) v("extra", last_action_);
+  }
 
 #ifdef RLFAST_TEST_HOOKS
   std::vector<double> GetState() const { return {static_cast<double>(steps_)}; }
