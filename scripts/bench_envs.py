@@ -589,7 +589,8 @@ def startup_table(task: str, args: Args) -> tuple[str, dict[str, tuple[float, fl
             if name not in best or got[0] < best[name][0]:
                 best[name] = got
     lines = [
-        f"\n{task}: start-up of {n} envs ({args.num_threads or 'default'} threads), {CORES} cores, best of {args.rounds}",
+        f"\n{task}: start-up of {n} envs ({args.num_threads or 'default'} threads), {CORES} cores, "
+        f"best of {args.rounds}",
         f"{'contender':<14}{'make s':>10}{'ms/env':>10}{'reset s':>10}{'make vs rlfast':>16}",
     ]
     for name in STARTUP:
