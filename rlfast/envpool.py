@@ -338,18 +338,26 @@ class EnvPool:
         self.send(actions, env_ids)
         return self.recv()
 
-    def seed(self, seed: Union[int, Sequence[int]]) -> None:
-        """Re-seeds env i with ``seed + i`` (or ``seed[i]``); only while no env is in flight.
+    def seed(self, seed: Union[int, Sequence[int]], env_ids: Optional[ArrayLike] = None) -> None:
+        """Re-seeds env i with ``seed + i`` (or ``seed[k]`` for the k-th env); only while those
+        envs are idle. ``env_ids``: re-seed only these envs (default: all).
 
         Seeds are ints in [0, 2**64). Atari envs reload their ROM to reseed (as ale-py does);
         the pool's builder threads do that in parallel.
         """
+        ids = list(range(self.num_envs)) if env_ids is None else [int(i) for i in _as_env_ids(env_ids, "seed()")]
         if isinstance(seed, (str, bytes)) or np.ndim(seed) == 0:
-            base = _int_arg("seed", seed, 0, SEED_MAX - (self.num_envs - 1))
-            seeds = [base + i for i in range(self.num_envs)]
+            base = _int_arg("seed", seed, 0, SEED_MAX - (max(ids) if ids else 0))
+            seeds = [base + i for i in ids]
         else:
-            seeds = _seed_list("seed", seed, self.num_envs)
-        self._pool.reseed(seeds)
+            seeds = _seed_list("seed", seed, len(ids))
+        self._pool.reseed(seeds, [] if env_ids is None else ids)
+
+    def _peek(self, env_ids: ArrayLike) -> None:
+        """Queues a result for each env that reports its current state again, stepping nothing
+        (reward 0, not done): fills a sync batch around a partial reset (the gymnasium adapter's
+        ``reset_mask``)."""
+        self._pool.send_peek(_as_env_ids(env_ids, "_peek()"))
 
     def close(self) -> None:
         """Stops the workers. Idempotent; never hangs on a blocked ``recv`` in another thread."""

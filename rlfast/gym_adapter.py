@@ -34,9 +34,28 @@ class GymnasiumVectorEnv(VectorEnv):
     def reset(
         self, *, seed: Optional[int] = None, options: Optional[dict[str, Any]] = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
+        """gymnasium's reset. ``options={"reset_mask": mask}`` (bool array, one per env) resets
+        only the masked envs (env i re-seeded with ``seed + i`` when ``seed`` is given); the others
+        are left as they are and report their current observation and info again."""
+        options = dict(options or {})
+        mask = options.pop("reset_mask", None)
         if options:
-            raise ValueError(f"rlfast envs take no reset options, got {options!r}")
-        obs, info = self.pool.reset(seed=seed)
+            raise ValueError(f"rlfast envs take no reset options besides reset_mask, got {sorted(options)}")
+        if mask is None:
+            obs, info = self.pool.reset(seed=seed)
+            return obs.numpy().copy(), self._info(info, None)
+        mask = np.asarray(mask)
+        if mask.dtype != np.bool_ or mask.shape != (self.num_envs,):
+            raise ValueError(f"reset_mask must be a bool array of shape ({self.num_envs},), got {mask!r}")
+        if not mask.any():
+            raise ValueError("reset_mask selects no env")
+        chosen, others = np.flatnonzero(mask), np.flatnonzero(~mask)
+        if seed is not None:
+            self.pool.seed(seed, env_ids=chosen)
+        self.pool.async_reset(chosen)
+        if others.size:
+            self.pool._peek(others)
+        obs, _, _, _, info = self.pool.recv()
         return obs.numpy().copy(), self._info(info, None)
 
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:

@@ -54,3 +54,41 @@ def test_adapter_same_step_mode_has_final_obs_mask():
 def test_adapter_rejects_async_pools():
     with pytest.raises(ValueError, match="needs a sync pool"):
         rlfast.GymnasiumVectorEnv(rlfast.make("CartPole-v1", num_envs=4, batch_size=2))
+
+
+def test_reset_mask_resets_only_the_masked_envs_like_gymnasium():
+    # gymnasium's semantics: masked envs reset (env i seeded with seed + i), the others untouched.
+    env = rlfast.make_gymnasium("CartPole-v1", num_envs=3)
+    obs, _ = env.reset(seed=5)
+    actions = np.array([0, 1, 1])
+    for _ in range(4):
+        obs, *_ = env.step(actions)
+    mask = np.array([True, False, True])
+    got, info = env.reset(seed=11, options={"reset_mask": mask})
+    fresh = rlfast.make_gymnasium("CartPole-v1", num_envs=3)
+    want, _ = fresh.reset(seed=11)
+    fresh.close()
+    np.testing.assert_array_equal(got[1], obs[1])  # left alone: its current observation again
+    np.testing.assert_array_equal(got[mask], want[mask])  # the episodes seed + i starts
+    assert info["elapsed_step"].tolist() == [0, 4, 0]
+    # Env 1 carries on from where it was: its next step is its fifth.
+    _, _, _, _, info = env.step(actions)
+    assert info["elapsed_step"].tolist() == [1, 5, 1]
+    env.close()
+
+
+@pytest.mark.parametrize(
+    "options,match",
+    [
+        ({"reset_mask": np.array([True, False])}, r"reset_mask must be a bool array of shape \(3,\)"),
+        ({"reset_mask": np.array([1, 0, 1])}, r"reset_mask must be a bool array"),
+        ({"reset_mask": np.zeros(3, dtype=bool)}, "reset_mask selects no env"),
+        ({"difficulty": 2}, r"no reset options besides reset_mask, got \['difficulty'\]"),
+    ],
+)
+def test_bad_reset_options(options, match):
+    env = rlfast.make_gymnasium("CartPole-v1", num_envs=3)
+    env.reset()
+    with pytest.raises(ValueError, match=match):
+        env.reset(options=options)
+    env.close()

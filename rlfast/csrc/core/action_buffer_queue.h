@@ -17,6 +17,9 @@ namespace rlfast::core {
 struct ActionItem {
   int32_t env_id = -1;  ///< -1 is the stop marker used at shutdown.
   bool reset = false;
+  /// Report the env's current state again without stepping it (reward 0, not done); what
+  /// a partial reset of a sync pool returns for the envs it leaves alone.
+  bool peek = false;
 };
 
 /// Lock-free ring of work items between `send` (one producer at a time) and the worker

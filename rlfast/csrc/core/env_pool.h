@@ -72,10 +72,12 @@ class EnvPool : public Pool {
     const int id = item.env_id;
     Env& env = *envs_[id];
     StepResult r;
-    bool reset = item.reset || needs_reset_[id];
+    bool reset = !item.peek && (item.reset || needs_reset_[id]);
     bool failed = false;
     try {
-      if (reset) {
+      if (item.peek) {
+        // Nothing runs: the result below reports the current state again.
+      } else if (reset) {
         env.Reset();
       } else {
         r = env.Step(ActionOf(id));
@@ -91,7 +93,7 @@ class EnvPool : public Pool {
       elapsed_[id] = 0;
       episode_return_[id] = 0.0;
       needs_reset_[id] = 0;
-    } else if (!failed) {
+    } else if (!failed && !item.peek) {
       ++elapsed_[id];
       episode_return_[id] += r.reward;
       r.truncated = r.truncated || elapsed_[id] >= config_.max_episode_steps;

@@ -301,12 +301,12 @@ void Pool::CheckEnvIds(const int32_t* env_ids, int64_t n) {
   }
 }
 
-void Pool::Enqueue(const int32_t* env_ids, int64_t n, bool reset) {
+void Pool::Enqueue(const int32_t* env_ids, int64_t n, bool reset, bool peek) {
   items_.clear();
   for (int64_t i = 0; i < n; ++i) {
     int32_t id = env_ids == nullptr ? static_cast<int32_t>(i) : env_ids[i];
     in_flight_[id] = 1;
-    items_.push_back({id, reset});
+    items_.push_back({id, reset, peek});
   }
   unreceived_ += n;
   actions_.Enqueue(items_.data(), items_.size());
@@ -387,6 +387,12 @@ void Pool::SendReset(const int32_t* env_ids, int64_t n) {
   std::lock_guard<std::mutex> lock(book_mutex_);
   CheckEnvIds(env_ids, n);
   Enqueue(env_ids, n, true);
+}
+
+void Pool::SendPeek(const int32_t* env_ids, int64_t n) {
+  std::lock_guard<std::mutex> lock(book_mutex_);
+  CheckEnvIds(env_ids, n);
+  Enqueue(env_ids, n, false, true);
 }
 
 std::pair<int, std::string> Pool::Recv(const std::function<void()>& poll) {
@@ -476,16 +482,19 @@ void Pool::CheckIdle(int env_id, const char* what) const {
   }
 }
 
-void Pool::Reseed(const std::vector<uint64_t>& seeds, const std::function<void()>& poll) {
+void Pool::Reseed(const std::vector<int32_t>& env_ids, const std::vector<uint64_t>& seeds,
+                  const std::function<void()>& poll) {
   std::lock_guard<std::mutex> lock(book_mutex_);
   if (closed_) throw PoolStateError("the pool is closed");
-  if (static_cast<int>(seeds.size()) != config_.num_envs) {
-    throw BadValue("reseed needs one seed per env (" + std::to_string(config_.num_envs) +
-                   "), got " + std::to_string(seeds.size()));
+  const int n = env_ids.empty() ? config_.num_envs : static_cast<int>(env_ids.size());
+  if (static_cast<int>(seeds.size()) != n) {
+    throw BadValue("reseed needs one seed per env (" + std::to_string(n) + "), got " +
+                   std::to_string(seeds.size()));
   }
-  for (int i = 0; i < config_.num_envs; ++i) CheckIdle(i, "seed");
+  auto id = [&](int i) { return env_ids.empty() ? i : env_ids[i]; };
+  for (int i = 0; i < n; ++i) CheckIdle(id(i), "seed");
   // An Atari env reloads its ROM to reseed: worth the builder threads for large pools.
-  ParallelFor(config_.num_envs, [&](int i) { SeedEnv(i, seeds[i]); }, poll);
+  ParallelFor(n, [&](int i) { SeedEnv(id(i), seeds[i]); }, poll);
 }
 
 std::vector<double> Pool::DebugGetState(int /*env_id*/) const {

@@ -111,6 +111,10 @@ class Pool {
   /// still in flight or a closed pool. On error nothing is sent.
   void Send(const ActionArray& actions, const int32_t* env_ids, int64_t n);
   void SendReset(const int32_t* env_ids, int64_t n);
+  /// Queues a "peek" of each env in `env_ids`: its result is its current observation and
+  /// info again (reward 0, not terminated or truncated), nothing stepped or reset. Lets a
+  /// sync pool reset some envs (SendReset) and fill the rest of the batch with peeks.
+  void SendPeek(const int32_t* env_ids, int64_t n);
 
   /// Blocks until a block of batch_size results is complete and returns its index, plus
   /// the errors of envs in that block that raised (empty if none; the block is consumed
@@ -120,9 +124,10 @@ class Pool {
   /// could ever complete a block or the pool is closed.
   std::pair<int, std::string> Recv(const std::function<void()>& poll);
 
-  /// Re-seeds env i with seeds[i] (in parallel, like BuildEnvs); only while no env is in
-  /// flight.
-  void Reseed(const std::vector<uint64_t>& seeds, const std::function<void()>& poll);
+  /// Re-seeds env env_ids[i] with seeds[i] (env_ids empty: env i, every env), in parallel
+  /// like BuildEnvs; only while those envs are idle.
+  void Reseed(const std::vector<int32_t>& env_ids, const std::vector<uint64_t>& seeds,
+              const std::function<void()>& poll);
 
   /// Stops the workers (each finishes at most its current env step) and wakes a blocked
   /// Recv. Idempotent; safe from any thread.
@@ -210,7 +215,7 @@ class Pool {
   void CheckActions(const ActionArray& a, const int32_t* env_ids, int64_t n) const;
   /// Send's copy of validated actions into the per-env action store (as int32 / float32).
   void StoreActions(const ActionArray& a, const int32_t* env_ids);
-  void Enqueue(const int32_t* env_ids, int64_t n, bool reset);
+  void Enqueue(const int32_t* env_ids, int64_t n, bool reset, bool peek = false);
   void WorkerLoop();
 
   std::vector<char*> buffers_;

@@ -151,9 +151,14 @@ class PyPool {
     return pool_->Recv(CheckSignals);
   }
 
-  void Reseed(const std::vector<uint64_t>& seeds) {
+  void Reseed(const std::vector<uint64_t>& seeds, const std::vector<int32_t>& env_ids) {
     py::gil_scoped_release release;
-    pool_->Reseed(seeds, CheckSignals);
+    pool_->Reseed(env_ids, seeds, CheckSignals);
+  }
+
+  void SendPeek(const py::object& env_ids) {
+    const Ids ids = ToIds(env_ids, pool_->config().num_envs);
+    pool_->SendPeek(ids.data, ids.n);
   }
 
   void Close() {
@@ -279,7 +284,8 @@ PYBIND11_MODULE(_C, m) {
       .def("send_reset", &PyPool::SendReset, py::arg("env_ids") = py::none())
       .def("recv", &PyPool::Recv)
       .def("close", &PyPool::Close)
-      .def("reseed", &PyPool::Reseed)
+      .def("reseed", &PyPool::Reseed, py::arg("seeds"), py::arg("env_ids") = std::vector<int32_t>())
+      .def("send_peek", &PyPool::SendPeek, py::arg("env_ids"))
       .def("get_state", [](PyPool& p, int i) { return p.pool().DebugGetState(i); })
       .def("set_state", [](PyPool& p, int i, const std::vector<double>& s) {
         p.pool().DebugSetState(i, s);
