@@ -101,3 +101,16 @@ def test_rejects_unknown_contender_and_task():
         [sys.executable, SCRIPT, "--tasks", "CartPol-v1"], check=False, capture_output=True, text=True, timeout=60
     )
     assert proc.returncode != 0 and "did you mean 'CartPole-v1'" in proc.stderr
+
+
+def test_startup_rows(tmp_path):
+    out = tmp_path / "startup.json"
+    proc = run_bench("--tasks", "Pong-v5", "--startup", "4", "--contenders", "--json", str(out))
+    assert "Pong-v5: start-up of 4 envs" in proc.stdout
+    startup = json.loads(out.read_text())["startup"]["Pong-v5"]
+    assert startup["rlfast"]["make_s"] > 0 and startup["rlfast"]["reset_s"] > 0
+    # The peers are optional; when installed they get a row of their own.
+    for peer, module in (("envpool", "envpool"), ("ale-vector", "ale_py")):
+        if importlib.util.find_spec(module):
+            assert startup[peer]["make_s"] > 0, peer
+    assert json.loads(out.read_text())["results"]["Pong-v5"] == {}  # --contenders with none: start-up only
