@@ -174,6 +174,13 @@ class TestPoolMethods:
         b, _ = pool.reset()
         assert torch.equal(a, b)
 
+    def test_seed_of_some_envs(self, pool):
+        with pytest.raises(ValueError, match="seed: env id 0 appears more than once"):
+            pool.seed(1, env_ids=[0, 0])
+        with pytest.raises(ValueError, match="seed: env id 7 is out of range for a pool of 3 envs"):
+            pool.seed(1, env_ids=[7])
+        pool.seed([5, 6], env_ids=[2, 0])  # env 2 gets 5, env 0 gets 6
+
     def test_seed_on_closed_pool(self, pool):
         pool.close()
         with pytest.raises(PoolStateError, match="closed"):
@@ -292,3 +299,31 @@ def test_ctrl_c_interrupts_make():
 def test_env_whose_info_disagrees_with_its_spec_is_refused_at_make(bug, match):
     with pytest.raises(RuntimeError, match=match):
         rlfast.make("Dummy-v0", 2, info_layout_bug=bug)
+
+
+def test_reseed_with_the_gil_released_does_not_deadlock_a_concurrent_send():
+    # seed() polls for Ctrl-C with the GIL while it reseeds; a thread sending meanwhile holds
+    # the GIL and must get an answer (the envs being reseeded count as in flight), not a hang.
+    with rlfast.make("Pong-v5", 64, num_threads=1) as pool:
+        pool.reset()
+        errors, done = [], threading.Event()
+
+        def sender():
+            while not done.is_set():
+                try:
+                    pool.step(np.zeros(64, dtype=np.int64))
+                except PoolStateError as e:
+                    errors.append(e)
+
+        t = threading.Thread(target=sender)
+        t.start()
+        try:
+            for _ in range(3):
+                try:
+                    pool.seed(7)
+                except PoolStateError:
+                    pass  # the sender had envs in flight at that moment
+        finally:
+            done.set()
+            t.join(timeout=60)
+        assert not t.is_alive()

@@ -475,7 +475,8 @@ void Pool::RecordError(int env_id, const std::string& what) {
 
 void Pool::CheckIdle(int env_id, const char* what) const {
   if (env_id < 0 || env_id >= config_.num_envs) {
-    throw BadValue(std::string(what) + ": env id " + std::to_string(env_id) + " out of range");
+    throw BadValue(std::string(what) + ": env id " + std::to_string(env_id) +
+                   " is out of range for a pool of " + std::to_string(config_.num_envs) + " envs");
   }
   if (in_flight_[env_id]) {
     throw PoolStateError(std::string(what) + ": env " + std::to_string(env_id) + " is in flight");
@@ -484,17 +485,39 @@ void Pool::CheckIdle(int env_id, const char* what) const {
 
 void Pool::Reseed(const std::vector<int32_t>& env_ids, const std::vector<uint64_t>& seeds,
                   const std::function<void()>& poll) {
-  std::lock_guard<std::mutex> lock(book_mutex_);
-  if (closed_) throw PoolStateError("the pool is closed");
-  const int n = env_ids.empty() ? config_.num_envs : static_cast<int>(env_ids.size());
-  if (static_cast<int>(seeds.size()) != n) {
-    throw BadValue("reseed needs one seed per env (" + std::to_string(n) + "), got " +
-                   std::to_string(seeds.size()));
+  std::vector<int32_t> ids = env_ids;
+  if (ids.empty()) {
+    for (int i = 0; i < config_.num_envs; ++i) ids.push_back(i);
   }
-  auto id = [&](int i) { return env_ids.empty() ? i : env_ids[i]; };
-  for (int i = 0; i < n; ++i) CheckIdle(id(i), "seed");
+  {
+    std::lock_guard<std::mutex> lock(book_mutex_);
+    if (closed_) throw PoolStateError("the pool is closed");
+    if (seeds.size() != ids.size()) {
+      throw BadValue("reseed needs one seed per env (" + std::to_string(ids.size()) + "), got " +
+                     std::to_string(seeds.size()));
+    }
+    ++send_count_;
+    for (int32_t id : ids) {
+      CheckIdle(id, "seed");
+      if (stamp_[id] == send_count_) {
+        throw BadValue("seed: env id " + std::to_string(id) + " appears more than once");
+      }
+      stamp_[id] = send_count_;
+    }
+    // Held as in flight while reseeding, without the lock: `poll` takes the GIL, and a
+    // Python thread holding the GIL may be waiting for this lock in send().
+    for (int32_t id : ids) in_flight_[id] = 1;
+  }
+  struct Release {  // marks the envs idle again however ParallelFor ends
+    Pool* pool;
+    const std::vector<int32_t>& ids;
+    ~Release() {
+      std::lock_guard<std::mutex> lock(pool->book_mutex_);
+      for (int32_t id : ids) pool->in_flight_[id] = 0;
+    }
+  } release{this, ids};
   // An Atari env reloads its ROM to reseed: worth the builder threads for large pools.
-  ParallelFor(n, [&](int i) { SeedEnv(id(i), seeds[i]); }, poll);
+  ParallelFor(static_cast<int>(ids.size()), [&](int i) { SeedEnv(ids[i], seeds[i]); }, poll);
 }
 
 std::vector<double> Pool::DebugGetState(int /*env_id*/) const {
