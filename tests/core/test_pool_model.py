@@ -19,6 +19,7 @@ trial seed, the pool's arguments and the op sequence so far.
 from __future__ import annotations
 
 import faulthandler
+import sys
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -40,10 +41,17 @@ CARTPOLE_X, CARTPOLE_THETA = 2.4, 12 * 2 * np.pi / 360  # termination thresholds
 
 @pytest.fixture(autouse=True)
 def hang_backstop(request):
+    """If a test outlives TEST_TIMEOUT_S, dump every thread's traceback and exit (a stalled CI job says where)."""
     if request.config.getini("faulthandler_timeout"):  # pytest's own timer is set: leave it alone
         yield
         return
-    faulthandler.dump_traceback_later(TEST_TIMEOUT_S, exit=True)
+    try:  # the uncaptured stderr pytest's faulthandler plugin keeps (captured output is lost on exit)
+        from _pytest.faulthandler import fault_handler_stderr_fd_key
+
+        out = request.config.stash[fault_handler_stderr_fd_key]
+    except (ImportError, KeyError):
+        out = sys.__stderr__
+    faulthandler.dump_traceback_later(TEST_TIMEOUT_S, exit=True, file=out)
     yield
     faulthandler.cancel_dump_traceback_later()
 
@@ -290,7 +298,7 @@ class Trial:
         if self.task != "Dummy-v0" and (not term or self.task == "Pendulum-v1"):
             space = self.pool.single_observation_space
             self.check(np.all(obs >= space.low) and np.all(obs <= space.high), f"{where}: obs {obs} outside {space}")
-        result = (obs.tobytes(), 0.0 if reward is None else float(reward), term, trunc, elapsed, float(ret))
+        result = (tuple(obs.tolist()), 0.0 if reward is None else float(reward), term, trunc, elapsed, float(ret))
         m.history.append((event, result))
 
     def mark_sent(self, ids: list[int], actions: Optional[np.ndarray]) -> None:
@@ -420,7 +428,7 @@ class Trial:
             ids, env_ids = list(range(self.n)), None  # the sync API: step(actions) for all envs
         else:  # explicit ids: in sync mode those still idle complete the batch others were sent in
             if idle:
-                ids = idle if self.batch == self.n else self.pick(idle)
+                ids = [int(i) for i in self.rng.permutation(idle)] if self.batch == self.n else self.pick(idle)
             else:
                 ids = [int(self.rng.integers(0, self.n))]
             env_ids = np.array(ids, dtype=np.int64)
