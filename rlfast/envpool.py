@@ -283,6 +283,7 @@ class EnvPool:
         if env_ids is None:
             ids = None
         else:  # recv's own env_id tensor (the usual case) maps straight to its numpy view
+            self._check_open()
             ids = self._env_id_arrays.get(id(env_ids))
             if ids is None:
                 ids = _as_env_ids(env_ids, "send()")
@@ -317,6 +318,8 @@ class EnvPool:
 
     def async_reset(self, env_ids: Optional[ArrayLike] = None) -> None:
         """Queues a reset of every env (or ``env_ids``); collect the results with ``recv``."""
+        if env_ids is not None:
+            self._check_open()
         self._pool.send_reset(None if env_ids is None else _as_env_ids(env_ids, "async_reset()"))
 
     # ------------------------------------------------------------------ sync API
@@ -345,6 +348,7 @@ class EnvPool:
         Seeds are ints in [0, 2**64). Atari envs reload their ROM to reseed (as ale-py does);
         the pool's builder threads do that in parallel.
         """
+        self._check_open()
         ids = list(range(self.num_envs)) if env_ids is None else [int(i) for i in _as_env_ids(env_ids, "seed()")]
         if isinstance(seed, (str, bytes)) or np.ndim(seed) == 0:
             base = _int_arg("seed", seed, 0, SEED_MAX - (max(ids) if ids else 0))
@@ -352,6 +356,11 @@ class EnvPool:
         else:
             seeds = _seed_list("seed", seed, len(ids))
         self._pool.reseed(seeds, [] if env_ids is None else ids)
+
+    def _check_open(self) -> None:
+        """A closed pool answers PoolStateError before any argument is looked at (as the engine does)."""
+        if self._pool.closed:
+            raise PoolStateError("the pool is closed")
 
     def _peek(self, env_ids: ArrayLike) -> None:
         """Queues a result for each env that reports its current state again, stepping nothing

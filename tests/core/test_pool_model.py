@@ -453,17 +453,7 @@ class Trial:
         seeds = [seed * 3 + i * 7 for i in range(self.n)] if as_list else [seed + i for i in range(self.n)]
         self.log.append(f"seed({seeds if as_list else seed})")
         arg = seeds if as_list else seed
-        if self.closed:
-            # Known engine bug: Reseed does not check closed_, so seed() after close() re-seeds silently
-            # instead of raising PoolStateError (see test_seed_after_close_raises below).
-            try:
-                self.pool.seed(arg)
-            except PoolStateError:
-                self.log[-1] += " -> PoolStateError"
-            else:
-                self.log[-1] += " -> ok (known bug: no PoolStateError after close)"
-            return
-        if self.in_flight():
+        if self.closed or self.in_flight():
             return self.expect_error(PoolStateError, self.pool.seed, arg)
         self.run_valid(self.pool.seed, arg)
         self.after_seed(seeds)
@@ -542,8 +532,8 @@ def test_random_op_sequences_match_the_model(task, seed):
         raise first.fail("the replay compared nothing")
 
 
-@pytest.mark.xfail(strict=True, reason="engine bug: Pool::Reseed does not check closed_")
 def test_seed_after_close_raises():
+    # The model test found this one: Reseed did not check closed_ (fixed with issue 14).
     pool = rlfast.make("CartPole-v1", num_envs=2)
     pool.close()
     with pytest.raises(PoolStateError):

@@ -185,7 +185,10 @@ class PyPool {
     int64_t n = 0;
   };
 
-  static Ids ToIds(const py::object& env_ids, int num_envs) {
+  /// Closed first, as the pool itself checks it: a closed pool answers PoolStateError
+  /// whatever else is wrong with the call.
+  Ids ToIds(const py::object& env_ids, int num_envs) const {
+    if (pool_->closed()) throw core::PoolStateError("the pool is closed");
     Ids ids;
     ids.array = py::array::ensure(env_ids);
     const py::array& arr = ids.array;
