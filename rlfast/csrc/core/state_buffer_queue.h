@@ -49,8 +49,15 @@ class StateBufferQueue {
   }
 
   /// Claims the slot for one result of env `env_id`. Called by worker threads.
+  ///
+  /// acq_rel, not relaxed (free on x86: a locked add either way): a slow env's item sent
+  /// long ago may claim a block's next lap. Its worker never synchronized with the reader's
+  /// reads of that block's previous lap; the claims before it in this counter's order come
+  /// from items sent after those reads, and the acquire/release chain through the counter
+  /// is what orders the reads before this write. Found by ThreadSanitizer
+  /// (tests/cpp/test_queues.cc, async blocks).
   SlotRef Claim(int env_id) {
-    uint64_t g = claimed_.fetch_add(1, std::memory_order_relaxed);
+    uint64_t g = claimed_.fetch_add(1, std::memory_order_acq_rel);
     int block = static_cast<int>((g / batch_size_) % num_blocks_);
     int slot = ordered_ ? env_id : static_cast<int>(g % batch_size_);
     return {block, slot};
