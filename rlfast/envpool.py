@@ -283,9 +283,9 @@ class EnvPool:
         if env_ids is None:
             ids = None
         else:  # recv's own env_id tensor (the usual case) maps straight to its numpy view
-            self._check_open()
             ids = self._env_id_arrays.get(id(env_ids))
             if ids is None:
+                self._check_open()
                 ids = _as_env_ids(env_ids, "send()")
         if isinstance(actions, torch.Tensor) and actions.is_cuda and 0 < actions.shape[0] <= self.num_envs:
             actions = self._staged(actions)
