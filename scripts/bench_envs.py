@@ -95,6 +95,8 @@ class Args:
     """seed for envs and the pre-drawn actions"""
     startup: Optional[int] = None
     """also time make() and the first reset() of this many envs per task (rlfast, EnvPool, ale-py vector)"""
+    import_mujoco: bool = False
+    """import the `mujoco` Python package in every contender's process first (see run_in_child)"""
 
 
 @dataclass(frozen=True)
@@ -129,6 +131,7 @@ class Setup:
     seed: int
     seconds: float
     warmup: float
+    import_mujoco: bool = False
 
     @property
     def frame_skip(self) -> int:
@@ -149,7 +152,9 @@ def make_setup(task: str, args: Args, threads: Optional[int] = None) -> Setup:
     t = t or min(CORES, n)
     b = args.batch_size or (min(t, n) if per_thread else max(1, n // 2))
     warmup = args.warmup if args.warmup is not None else FAMILIES[family].warmup
-    return Setup(task, family, n, b, t, threads or args.num_threads or CORES, args.seed, args.seconds, warmup)
+    return Setup(
+        task, family, n, b, t, threads or args.num_threads or CORES, args.seed, args.seconds, warmup, args.import_mujoco
+    )
 
 
 @dataclass
@@ -438,6 +443,8 @@ def measure_in_processes(s: Setup, procs: int) -> tuple[int, float]:
 def measure_contender(contender: Contender, s: Setup) -> tuple[int, float, int, int, int]:
     """(steps, seconds, envs, batch, threads) of one timed run of `contender`."""
     assert contender.make is not None
+    if s.import_mujoco:
+        import mujoco  # noqa: F401 - its side effect on libmujoco is what --import-mujoco measures
     stepper = contender.make(s)
     try:
         steps, secs = measure(stepper, s.warmup, s.seconds)
@@ -449,10 +456,12 @@ def measure_contender(contender: Contender, s: Setup) -> tuple[int, float, int, 
 def run_in_child(fn: Callable[[], Any], timeout: float) -> Any:
     """fn() in a forked child process; its result, or its exception raised here.
 
-    Each contender runs in a process no other contender has changed. This matters: importing the
-    `mujoco` Python package (gym-sync does, through gymnasium) made rlfast's MuJoCo steps in the
-    same process ~10% slower on the 2-core machine (Ant, measured; cause not found), so an
-    in-process benchmark ranked contenders by the order they ran in. The parent never imports it.
+    Each contender runs in a process no other contender has changed. This mattered: importing the
+    `mujoco` Python package (gym-sync does, through gymnasium) installs a profiling timer in the
+    libmujoco rlfast shares (mjcb_time), which made rlfast's MuJoCo steps in the same process ~8%
+    slower, so an in-process benchmark ranked contenders by the order they ran in. rlfast's
+    workers now switch that timer off (envs/mujoco/model.h, DropBindingsTimer), and
+    `--import-mujoco` shows it; the parent still never imports `mujoco`.
     """
     ctx = mp.get_context("fork")
     out = ctx.Queue()

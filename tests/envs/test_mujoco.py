@@ -290,3 +290,54 @@ def test_xml_file_resolves_like_gymnasium(tmp_path):
         assert pool.single_observation_space.shape == (105,)
     with pytest.raises(ValueError, match="xml_file must be a str"):
         _mujoco.resolve_xml_file(defaults, {"xml_file": 3})
+
+
+# Run in a fresh interpreter: the timer is process-global, and other tests import mujoco.
+_TIMER_PROBE = r"""
+import ctypes, glob, os, sys
+import torch
+import rlfast
+import mujoco
+
+lib = ctypes.CDLL(glob.glob(os.path.join(mujoco.__path__[0], "libmujoco.so.*"))[0])
+timer = ctypes.c_void_p.in_dll(lib, "mjcb_time")
+seen = {"default": timer.value is not None and mujoco.get_mjcb_time() is None}
+pool = rlfast.make("Ant-v5", 2, num_threads=1, seed=0)
+pool.reset()
+action = torch.zeros(2, 8)
+mujoco.set_mjcb_time(None)  # the bindings' way back to their default timer
+pool.step(action)
+seen["default_after_step"] = timer.value
+mujoco.set_mjcb_time(lambda: 0.0)
+seen["python_set"] = timer.value is not None
+pool.step(action)
+seen["python_after_step"] = timer.value
+libc_clock = ctypes.cast(ctypes.CDLL(None).clock, ctypes.c_void_p).value
+timer.value = libc_clock
+pool.reset()
+pool.step(action)
+seen["foreign_kept"] = timer.value == libc_clock
+timer.value = None
+pool.close()
+print(seen)
+"""
+
+
+def test_mujoco_bindings_timer_is_switched_off_in_workers():
+    """`import mujoco` installs a profiling timer in libmujoco's global mjcb_time, which made
+    every rlfast MuJoCo step read the clock per pipeline stage (~8% of an Ant step); the
+    workers drop the bindings' timers (default or Python callable) and keep a native one."""
+    import ast
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _TIMER_PROBE], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    seen = ast.literal_eval(proc.stdout.strip().splitlines()[-1])
+    assert seen == {
+        "default": True,
+        "default_after_step": None,
+        "python_set": True,
+        "python_after_step": None,
+        "foreign_kept": True,
+    }

@@ -1,6 +1,9 @@
 // Copyright rlfast authors.
 #include "rlfast/csrc/envs/mujoco/model.h"
 
+#include <dlfcn.h>
+
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -13,6 +16,36 @@ std::string MujocoVersionMismatch() {
   return std::string("rlfast was compiled against MuJoCo ") + std::to_string(mjVERSION_HEADER) +
          " but libmujoco " + mj_versionString() +
          " is loaded; install the mujoco version pinned by rlfast or rebuild rlfast";
+}
+
+namespace {
+
+/// True if `fn` is code of the mujoco Python package's callback module.
+bool InMujocoBindings(mjfTime fn) {
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void*>(fn), &info) == 0 || info.dli_fname == nullptr) return false;
+  const std::string path = info.dli_fname;
+  const std::size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return false;
+  const std::string dir = path.substr(0, slash);
+  const std::string suffix = "/mujoco";
+  return path.compare(slash + 1, 10, "_callbacks") == 0 && dir.size() >= suffix.size() &&
+         dir.compare(dir.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+/// The last timer found to live outside the bindings (kept; not looked up again).
+std::atomic<mjfTime> kept_timer{nullptr};
+
+}  // namespace
+
+void DropBindingsTimer() {
+  const mjfTime timer = mjcb_time;
+  if (timer == nullptr || timer == kept_timer.load(std::memory_order_relaxed)) return;
+  if (InMujocoBindings(timer)) {
+    mjcb_time = nullptr;
+  } else {
+    kept_timer.store(timer, std::memory_order_relaxed);
+  }
 }
 
 ModelPtr LoadModel(const std::string& xml_file) {

@@ -28,6 +28,18 @@ ModelPtr LoadModel(const std::string& xml_file);
 /// a message saying which libmujoco was loaded and which one rlfast was built against.
 std::string MujocoVersionMismatch();
 
+/// Switches off the profiling timer that MuJoCo's Python bindings put in libmujoco's global
+/// `mjcb_time`, before a worker steps. The `mujoco` package installs a default timer (a
+/// steady_clock read) as soon as `mujoco._structs` is imported, and `mujoco.set_mjcb_time(fn)`
+/// installs a trampoline into a Python callable; both functions live in the bindings'
+/// `mujoco/_callbacks*.so`. Whenever `mjcb_time` is set, libmujoco calls it at the start and
+/// end of every timed pipeline stage of every mj_step/mj_forward, in every thread of the
+/// process: rlfast's workers share the wheel's libmujoco, so `import mujoco` anywhere in the
+/// process made Ant steps ~8% slower (and a Python callable would need the GIL on every stage).
+/// A timer that lives anywhere else (installed from C by another native library) is kept.
+/// Costs one pointer load per call unless the timer changed. README: "MuJoCo and `import mujoco`".
+void DropBindingsTimer();
+
 /// Owns one mjData (mj_deleteData on destruction).
 struct DataDeleter {
   void operator()(mjData* d) const { mj_deleteData(d); }

@@ -71,7 +71,10 @@ class MujocoEnv : public core::EnvBase {
   void ResetData() { mj_resetData(model_.get(), data_.get()); }
 
   /// The end of gymnasium's set_state(qpos, qvel): recompute everything derived.
-  void Forward() { mj_forward(model_.get(), data_.get()); }
+  void Forward() {
+    DropBindingsTimer();
+    mj_forward(model_.get(), data_.get());
+  }
 
   /// gymnasium do_simulation: ctrl = action (unclipped: MuJoCo clamps limited actuators to
   /// ctrlrange itself), then frame_skip mj_step calls. Throws if MuJoCo met a NaN/Inf/huge
@@ -79,6 +82,7 @@ class MujocoEnv : public core::EnvBase {
   /// error beats returning the reset state as if nothing had happened).
   void DoSimulation(const float* action) {
     mjData* d = data_.get();
+    DropBindingsTimer();
     for (int i = 0; i < model_->nu; ++i) d->ctrl[i] = action[i];
     for (int w : kBadStateWarnings) d->warning[w].number = 0;
     for (int i = 0; i < frame_skip_; ++i) mj_step(model_.get(), d);
