@@ -8,6 +8,7 @@ their checks, seeding, device, run dir, tensorboard, checkpoints, --resume, Ctrl
     python scripts/ppo.py                                    # CleanRL defaults: CartPole-v1, 500k steps
     python scripts/ppo.py --config configs/cartpole.toml --seed 2
     python scripts/ppo.py --resume runs/<run>/checkpoint.pt  # continue that run (same run dir)
+    torchrun --nproc-per-node 2 scripts/ppo.py               # 2 ranks x 2 envs: the same run as 1 x 4
     python scripts/evaluate.py runs/<run>
     tensorboard --logdir runs
 
@@ -56,15 +57,16 @@ def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> Age
 
 def main(args: Args, ckpt: Optional[dict] = None) -> int:
     run = Run(args, SCRIPT, ckpt, iterations=args.num_iterations, steps_per_iteration=args.batch_size,
-              families=("classic_control",))  # fmt: skip
+              families=("classic_control",), data_parallel=True)  # fmt: skip
     device, timer = run.device, run.timer
-    envs = run.make_env(args.num_envs, num_threads=args.num_threads)
+    envs = run.make_env(run.local_num_envs, num_threads=args.num_threads)
     agent = make_agent(args, envs.single_observation_space, envs.single_action_space).to(device)
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     run.track(models={"agent": agent}, optimizers={"optimizer": optimizer})
     policy, loss_fn = run.compile(agent.get_action_and_value), run.compile(minibatch_loss)
 
-    T, B = args.num_steps, args.num_envs
+    T, B = args.num_steps, run.local_num_envs  # this rank's envs (all of them without torchrun)
+    num_actions = int(envs.single_action_space.n)
     obs_shape = envs.single_observation_space.shape
     rollout = Rollout(T, B, obs_shape, device=device)
     next_obs = torch.zeros((B, *obs_shape), device=device)
@@ -77,7 +79,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
             anneal_lr(optimizer, args, iteration)
             for step in range(T):
                 with timer("inference"), torch.no_grad():
-                    action, logprob, _, value = policy(next_obs)
+                    action, logprob, _, value = policy(next_obs, None, run.action_noise(num_actions))
                     rollout.store(step, obs=next_obs, dones=next_done, actions=action, logprobs=logprob, values=value)
                 with timer("env"):
                     o, r, terminated, truncated, info = envs.step(action)
@@ -89,8 +91,8 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
                     next_done.copy_(rollout.ep_done[step], non_blocking=True)
 
             with timer("train"):
-                scalars = learn(agent, optimizer, loss_fn, rollout, next_obs, next_done, args)
-            run.end_iteration(T * B, scalars, rollout.episodes)
+                scalars = learn(agent, optimizer, loss_fn, rollout, next_obs, next_done, args, run.world, run.comm)
+            run.end_iteration(args.batch_size, scalars, rollout.episodes)
     return run.exit_code
 
 

@@ -9,6 +9,7 @@ rollout storage on the training device and a profile of where the time goes. The
     python scripts/ppo_atari.py --env-id Breakout-v5 --seed 2
     python scripts/ppo_atari.py --config configs/pong_5min.toml   # 16 cores + 1 GPU (see the file)
     python scripts/ppo_atari.py --resume runs/<run>/checkpoint.pt # continue that run (same run dir)
+    torchrun --nproc-per-node 2 scripts/ppo_atari.py              # 2 ranks (GPUs) x 4 envs: same run as 1 x 8
     python scripts/evaluate.py runs/<run>                         # full games, raw scores
     tensorboard --logdir runs
 
@@ -26,7 +27,6 @@ the losses use the clipped, per-life rewards and dones, as CleanRL's. Episode en
 next-step autoreset and CleanRL's done convention (``rlfast/algos/gae.py``).
 """
 
-import os
 import sys
 from dataclasses import dataclass
 from typing import Optional
@@ -103,10 +103,10 @@ class Part:
 
 
 def make_parts(run: Run, args: Args) -> list[Part]:
-    """``num_envs`` envs as one sync pool, or two of half the envs (``--overlap``); env i gets ``env_seed + i``."""
+    """The rank's envs as one sync pool, or two of half the envs (``--overlap``); env i gets ``env_seed + i``."""
     halves = 2 if args.overlap else 1
-    n = args.num_envs // halves
-    threads = args.num_threads or min(os.cpu_count() or 1, args.num_envs)
+    n = run.local_num_envs // halves
+    threads = args.num_threads or min(run.world.cpu_share(), run.local_num_envs)
     split = [(threads + 1) // 2, max(threads // 2, 1)] if halves == 2 else [threads]
     parts = []
     for k in range(halves):
@@ -118,11 +118,12 @@ def make_parts(run: Run, args: Args) -> list[Part]:
 
 def main(args: Args, ckpt: Optional[dict] = None) -> int:
     run = Run(args, SCRIPT, ckpt, iterations=args.num_iterations, steps_per_iteration=args.batch_size,
-              families=("atari",))  # fmt: skip
+              families=("atari",), data_parallel=True)  # fmt: skip
     device, timer = run.device, run.timer
     parts = make_parts(run, args)
     frame_shape = parts[0].pool.single_observation_space.shape
     obs_space = gym.spaces.Box(0, 255, (STACK * frame_shape[0], *frame_shape[1:]), np.uint8)
+    num_actions = int(parts[0].pool.single_action_space.n)
     agent = make_agent(args, obs_space, parts[0].pool.single_action_space).to(device)
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     run.track(models={"agent": agent}, optimizers={"optimizer": optimizer}, env_kwargs=TRAIN_ENV_KWARGS,
@@ -130,7 +131,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     policy, loss_fn = run.compile(agent.get_action_and_value), run.compile(minibatch_loss)
 
     # Rollout storage on the training device (observations as uint8); game stats on the host, where they arrive.
-    T, B = args.num_steps, args.num_envs
+    T, B = args.num_steps, run.local_num_envs  # this rank's envs (all of them without torchrun)
     rollout = Rollout(T, B, obs_space.shape, obs_dtype=torch.uint8, device=device)
     next_obs = torch.zeros((B, *obs_space.shape), dtype=torch.uint8, device=device)
     next_done = torch.zeros(B, dtype=torch.bool, device=device)
@@ -138,11 +139,12 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
         frames, info = part.pool.reset()
         next_obs[part.envs] = part.stack.update(frames.to(device), part.ids, info["new_game"].to(device))
 
-    def act(part: Part, step: int) -> None:
-        """Stores the part's current obs at ``step``, samples its actions and sends them to its pool."""
+    def act(part: Part, step: int, noise: torch.Tensor) -> None:
+        """Stores the part's current obs at ``step``, samples its actions (with the step's ``noise`` of the rank's
+        envs, ``Run.action_noise``) and sends them to its pool."""
         x = next_obs[part.envs]
         with timer("inference"), torch.no_grad():
-            action, logprob, _, value = policy(x)
+            action, logprob, _, value = policy(x, None, noise[part.envs])
             rollout.store((step, part.envs), obs=x, dones=next_done[part.envs], actions=action, logprobs=logprob,
                           values=value)  # fmt: skip
         with timer("env"):
@@ -168,16 +170,17 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
             anneal_lr(optimizer, args, iteration)
             # With two parts, one part's envs step while the other part is received and acted on.
             for step in range(T):
+                noise = run.action_noise(num_actions)
                 for part in parts:
                     if step > 0:
                         receive(part, step - 1)
-                    act(part, step)
+                    act(part, step, noise)
             for part in parts:
                 receive(part, T - 1)
 
             with timer("train"):
-                scalars = learn(agent, optimizer, loss_fn, rollout, next_obs, next_done, args)
-            run.end_iteration(T * B, scalars, rollout.episodes)
+                scalars = learn(agent, optimizer, loss_fn, rollout, next_obs, next_done, args, run.world, run.comm)
+            run.end_iteration(args.batch_size, scalars, rollout.episodes)
     return run.exit_code
 
 

@@ -8,6 +8,7 @@ where the time goes.
     python scripts/ppo_continuous.py                                   # CleanRL defaults: HalfCheetah-v5, 1M steps
     python scripts/ppo_continuous.py --env-id Hopper-v5 --seed 2
     python scripts/ppo_continuous.py --config configs/ant_5min.toml    # 16 cores + 1 GPU (see the file)
+    torchrun --nproc-per-node 2 scripts/ppo_continuous.py              # 2 ranks: the same run as one process
     python scripts/ppo_continuous.py --resume runs/<run>/checkpoint.pt # continue that run (same run dir)
     python scripts/evaluate.py runs/<run>
     tensorboard --logdir runs
@@ -98,14 +99,15 @@ class Agent(nn.Module):
         return self.critic(x).squeeze(-1)
 
     def get_action_and_value(
-        self, x: torch.Tensor, action: Optional[torch.Tensor] = None
+        self, x: torch.Tensor, action: Optional[torch.Tensor] = None, noise: Optional[torch.Tensor] = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """x: [N, obs_dim] -> (action [N, A], logprob [N], entropy [N], value [N]); samples when action is None.
+        """x: [N, obs_dim] -> (action [N, A], logprob [N], entropy [N], value [N]); samples when action is None
+        (with ``noise`` [N, A] standard normal, see ``diag_normal``).
 
         Sampled actions are unclipped: ``clip_action`` makes them valid for the env.
         """
         mean = self.actor_mean(x)
-        action, logprob, entropy = diag_normal(mean, self.actor_logstd.expand_as(mean), action)
+        action, logprob, entropy = diag_normal(mean, self.actor_logstd.expand_as(mean), action, noise)
         return action, logprob, entropy, self.get_value(x)
 
     def clip_action(self, action: torch.Tensor) -> torch.Tensor:
@@ -134,20 +136,21 @@ def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> Age
 
 def main(args: Args, ckpt: Optional[dict] = None) -> int:
     run = Run(args, SCRIPT, ckpt, iterations=args.num_iterations, steps_per_iteration=args.batch_size,
-              families=("mujoco", "classic_control"))  # fmt: skip
+              families=("mujoco", "classic_control"), data_parallel=True)  # fmt: skip
     device, timer = run.device, run.timer
-    envs = run.make_env(args.num_envs, num_threads=args.num_threads)
+    envs = run.make_env(run.local_num_envs, num_threads=args.num_threads)
     agent = make_agent(args, envs.single_observation_space, envs.single_action_space).to(device)
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     obs_shape, action_shape = envs.single_observation_space.shape, envs.single_action_space.shape
-    norm = ObsRewardNormalizer(obs_shape, args.num_envs, args.gamma, args.obs_clip, args.reward_clip, device)
+    norm = ObsRewardNormalizer(obs_shape, run.local_num_envs, args.gamma, args.obs_clip, args.reward_clip, device,
+                               reduce=run.all_reduce_sum if run.world.distributed else None)  # fmt: skip
     run.track(models={"agent": agent}, optimizers={"optimizer": optimizer}, normalizers=norm.normalizers())
     if run.resumed:
         norm.new_episodes()  # the statistics carry over; the envs' discounted returns start again
     policy, loss_fn = run.compile(agent.get_action_and_value), run.compile(minibatch_loss)
 
     # Rollout storage on the training device; episode stats stay on the host, where they arrive.
-    T, B = args.num_steps, args.num_envs
+    T, B = args.num_steps, run.local_num_envs  # this rank's envs (all of them without torchrun)
     rollout = Rollout(T, B, obs_shape, action_shape, action_dtype=torch.float32, device=device)
     next_obs = torch.zeros((B, *obs_shape), device=device)
     next_done = torch.zeros(B, device=device)
@@ -159,7 +162,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
             anneal_lr(optimizer, args, iteration)
             for step in range(T):
                 with timer("inference"), torch.no_grad():
-                    action, logprob, _, value = policy(next_obs)
+                    action, logprob, _, value = policy(next_obs, None, run.action_noise(*action_shape, normal=True))
                     rollout.store(step, obs=next_obs, dones=next_done, actions=action, logprobs=logprob, values=value)
                 with timer("env"):
                     o, r, terminated, truncated, info = envs.step(agent.clip_action(action))
@@ -173,8 +176,8 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
                     rollout.store_episodes(step, terminated, truncated, info)
 
             with timer("train"):
-                scalars = learn(agent, optimizer, loss_fn, rollout, next_obs, next_done, args)
-            run.end_iteration(T * B, scalars, rollout.episodes)
+                scalars = learn(agent, optimizer, loss_fn, rollout, next_obs, next_done, args, run.world, run.comm)
+            run.end_iteration(args.batch_size, scalars, rollout.episodes)
     return run.exit_code
 
 

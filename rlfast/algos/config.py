@@ -16,6 +16,7 @@ from typing import Any, Mapping, Optional, Sequence, TypeVar, Union, get_args, g
 import tyro
 
 from rlfast.algos.checkpoint import checkpoint_path, load_checkpoint
+from rlfast.algos.distributed import World
 
 try:
     import tomllib
@@ -92,13 +93,13 @@ def parse_or_resume(cls: type[T], script: str, argv: Optional[Sequence[str]] = N
     """A trainer's command line: ``(args, None)``, or with ``--resume CKPT`` ``(args, checkpoint)``
     where the checkpoint's args are the ``base`` layer (flags and ``--config`` still override).
 
-    ``cls`` must have a ``resume`` field. ``--resume`` takes a checkpoint or a run dir (its
+    ``cls`` must have a ``resume`` field. A ``local_num_envs`` sets ``num_envs`` (``with_local_num_envs``). ``--resume`` takes a checkpoint or a run dir (its
     ``checkpoint.pt``; ``args.resume`` becomes that file); a missing file, one that is not a
     checkpoint and one written by another script end the process with one line.
     """
     args = parse_args(cls, argv)
     if getattr(args, "resume", None) is None:
-        return args, None
+        return with_local_num_envs(args), None
     try:
         path = checkpoint_path(args.resume)
         ckpt = load_checkpoint(path)
@@ -108,4 +109,16 @@ def parse_or_resume(cls: type[T], script: str, argv: Optional[Sequence[str]] = N
         raise SystemExit(f"error: --resume: {path} was written by {ckpt['script']}, not {script}")
     args = parse_args(cls, argv, base=ckpt["args"])
     args.resume = str(path)
-    return args, ckpt
+    return with_local_num_envs(args), ckpt
+
+
+def with_local_num_envs(args: T) -> T:
+    """``args`` with ``num_envs`` = world size x ``local_num_envs`` when that is given (Cleanba's envs per
+    rank; the world is torchrun's, one process without it)."""
+    local = getattr(args, "local_num_envs", None)
+    if local is not None and local >= 1:
+        try:
+            args.num_envs = local * World.from_env().world_size
+        except ValueError as e:
+            raise SystemExit(f"error: {e}") from None
+    return args

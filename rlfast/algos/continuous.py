@@ -15,7 +15,7 @@ statistics, which follow gymnasium's vector wrappers under next-step autoreset:
 """
 
 import math
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -25,7 +25,10 @@ _LOG_SQRT_2PI = math.log(math.sqrt(2 * math.pi))
 
 
 def diag_normal(
-    mean: torch.Tensor, logstd: torch.Tensor, action: Optional[torch.Tensor] = None
+    mean: torch.Tensor,
+    logstd: torch.Tensor,
+    action: Optional[torch.Tensor] = None,
+    noise: Optional[torch.Tensor] = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Samples (or scores) a diagonal Gaussian, like ``torch.distributions.Normal(mean, logstd.exp())``
     with log-prob and entropy summed over the action dimensions.
@@ -34,6 +37,8 @@ def diag_normal(
         mean: [N, A] action means.
         logstd: [N, A] log standard deviations (broadcast a state-independent [1, A] with ``expand_as``).
         action: [N, A] actions to score; sampled (without gradient) when None.
+        noise: [N, A] standard normal numbers to sample with (``mean + std * noise``); drawn here when
+            None. The trainers pass ``Run.action_noise`` (see ``rlfast.algos.distributions.categorical``).
 
     Returns:
         ``(action [N, A], logprob [N], entropy [N])``. Sampling draws ``torch.normal(mean, std)``,
@@ -42,7 +47,7 @@ def diag_normal(
     std = logstd.exp()
     if action is None:
         with torch.no_grad():
-            action = torch.normal(mean, std)
+            action = torch.normal(mean, std) if noise is None else mean + std * noise
     logprob = (-((action - mean) ** 2) / (2 * std**2) - logstd - _LOG_SQRT_2PI).sum(-1)
     entropy = (0.5 + _LOG_SQRT_2PI + logstd).sum(-1)
     return action, logprob, entropy
@@ -64,9 +69,13 @@ class ObsRewardNormalizer:
         obs_clip: float = 10.0,
         reward_clip: float = 10.0,
         device: Optional[torch.device | str] = None,
+        reduce: Optional[Callable[[torch.Tensor], torch.Tensor]] = None,
     ) -> None:
+        """``num_envs``: this rank's envs; ``reduce``: sums over the ranks (``Run.all_reduce_sum``), so the
+        statistics are those of every rank's envs (None: one process)."""
         self.obs = ObsNormalizer(obs_shape, dtype=torch.float64, device=device)
         self.reward = RewardScaler(num_envs, gamma=gamma, device=device)
+        self.obs.rms.reduce = self.reward.rms.reduce = reduce
         self.num_envs = num_envs
         self.obs_clip = obs_clip
         self.reward_clip = reward_clip

@@ -44,10 +44,11 @@ class MLPAgent(nn.Module):
         return self.critic(x).squeeze(-1)
 
     def get_action_and_value(
-        self, x: torch.Tensor, action: Optional[torch.Tensor] = None
+        self, x: torch.Tensor, action: Optional[torch.Tensor] = None, noise: Optional[torch.Tensor] = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """x: [N, obs_dim] -> (action [N], logprob [N], entropy [N], value [N]); samples when action is None."""
-        action, logprob, entropy = categorical(self.actor(x), action)
+        """x: [N, obs_dim] -> (action [N], logprob [N], entropy [N], value [N]); samples when action is None
+        (with ``noise`` [N, A] uniform, see ``categorical``)."""
+        action, logprob, entropy = categorical(self.actor(x), action, noise)
         return action, logprob, entropy, self.get_value(x)
 
     def act(self, x: torch.Tensor, greedy: bool = False) -> torch.Tensor:
@@ -80,11 +81,12 @@ class NatureCNNAgent(nn.Module):
         return self.critic(self.hidden(x)).squeeze(-1)
 
     def get_action_and_value(
-        self, x: torch.Tensor, action: Optional[torch.Tensor] = None
+        self, x: torch.Tensor, action: Optional[torch.Tensor] = None, noise: Optional[torch.Tensor] = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """x: [N, C, 84, 84] uint8 -> (action [N], logprob [N], entropy [N], value [N]); samples when action is None."""
+        """x: [N, C, 84, 84] uint8 -> (action [N], logprob [N], entropy [N], value [N]); samples when action is
+        None (with ``noise`` [N, A] uniform, see ``categorical``)."""
         hidden = self.hidden(x)
-        action, logprob, entropy = categorical(self.actor(hidden), action)
+        action, logprob, entropy = categorical(self.actor(hidden), action, noise)
         return action, logprob, entropy, self.critic(hidden).squeeze(-1)
 
     def act(self, x: torch.Tensor, greedy: bool = False) -> torch.Tensor:

@@ -6,7 +6,7 @@ statistics live on any device and are updated without host synchronization (mask
 instead of boolean indexing), so they can sit in a rollout's hot path.
 """
 
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -28,6 +28,9 @@ class RunningMeanStd:
         self.mean = torch.zeros(shape, dtype=dtype, device=device)
         self.var = torch.ones(shape, dtype=dtype, device=device)
         self.count = torch.tensor(epsilon, dtype=torch.float64, device=device)
+        self.reduce: Optional[Callable[[torch.Tensor], torch.Tensor]] = None
+        """Data parallel: sums a float64 tensor over the ranks (``distributed.all_reduce_sum``); each update
+        then adds the batch of every rank, so all ranks keep the statistics one process would."""
 
     def update(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None) -> None:
         """Adds a batch ``x`` [N, *shape]; with ``mask`` [N] (bool) only the rows where it is True.
@@ -35,6 +38,9 @@ class RunningMeanStd:
         An all-False mask leaves the statistics unchanged (no host sync to check it).
         """
         x = x.to(self.mean.dtype)
+        if self.reduce is not None:
+            self._update_reduced(x, mask)
+            return
         if mask is None:
             batch_count = torch.tensor(float(x.shape[0]), dtype=torch.float64, device=x.device)
             batch_mean = x.mean(0)
@@ -54,6 +60,25 @@ class RunningMeanStd:
             self.count = torch.where(empty, count, self.count)
             return
         self.update_from_moments(batch_mean, batch_var, batch_count)
+
+    def _update_reduced(self, x: torch.Tensor, mask: Optional[torch.Tensor]) -> None:
+        """``update`` with the batch of every rank: their counts, sums and sums of squares, summed."""
+        w = torch.ones(x.shape[0], dtype=torch.float64, device=x.device) if mask is None else mask.double()
+        xd = x.double().reshape(x.shape[0], -1)
+        packed = torch.cat([w.sum().reshape(1), w @ xd, w @ (xd * xd)])
+        packed = self.reduce(packed)
+        k = xd.shape[1]
+        batch_count = packed[0]
+        n = batch_count.clamp(min=1)
+        batch_mean = packed[1 : 1 + k] / n
+        batch_var = (packed[1 + k :] / n - batch_mean * batch_mean).clamp(min=0)
+        mean, var, count = self.mean, self.var, self.count
+        shape, dtype = self.mean.shape, self.mean.dtype
+        self.update_from_moments(batch_mean.reshape(shape).to(dtype), batch_var.reshape(shape).to(dtype), batch_count)
+        empty = batch_count == 0
+        self.mean = torch.where(empty, mean, self.mean)
+        self.var = torch.where(empty, var, self.var)
+        self.count = torch.where(empty, count, self.count)
 
     def update_from_moments(self, batch_mean: torch.Tensor, batch_var: torch.Tensor, batch_count: torch.Tensor) -> None:
         """gymnasium's ``update_mean_var_count_from_moments``; ``batch_count`` is a 0-d tensor."""

@@ -8,12 +8,14 @@ learn          one iteration's update: GAE(lambda) over the rollout, then ppo_up
 """
 
 import math
+from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, NamedTuple, Optional, Sequence, Union
+from typing import Any, Callable, ContextManager, Iterable, Iterator, Mapping, NamedTuple, Optional, Sequence, Union
 
 import torch
 from torch import nn
 
+from rlfast.algos.distributed import World, all_reduce_gradients, all_reduce_sum
 from rlfast.algos.gae import gae
 from rlfast.algos.run import RunArgs
 
@@ -260,35 +262,96 @@ def ppo_update(
     num_minibatches: int,
     max_grad_norm: float,
     target_kl: Optional[float] = None,
+    norm_adv: bool = False,
+    world: World = World(),
+    num_envs: Optional[int] = None,
+    comm: Callable[[], ContextManager] = nullcontext,
 ) -> torch.Tensor:
     """CleanRL's update: ``update_epochs`` shuffled passes of ``num_minibatches`` Adam steps.
 
     ``batch`` holds the flattened rollout, every tensor [N, ...] on one device; ``loss_fn``
-    gets the minibatch as the same dict of [N / num_minibatches, ...] rows. Gradients are
-    clipped to ``max_grad_norm``; with ``target_kl`` the epochs stop once the last
-    minibatch's approx KL exceeds it (one host read per epoch, only then).
+    gets the minibatch as the same dict of [N / num_minibatches, ...] rows. With ``norm_adv`` the
+    minibatch's advantages are normalized here (CleanRL's per-minibatch norm_adv: the loss must not
+    normalize again). Gradients are clipped to ``max_grad_norm``; with ``target_kl`` the epochs stop
+    once the last minibatch's approx KL exceeds it (one host read per epoch, only then).
     Returns the mean over minibatches of the LOSS_NAMES fields: [6], not read back.
+
+    Data parallel (``world`` of several ranks): ``batch`` is this rank's share, the rows of ``num_envs``
+    envs ([T, num_envs] flattened) of a rollout of ``num_envs x world_size`` envs. Every rank draws the
+    permutation of all rows, and a global minibatch is the rows it picks, wherever they live: each rank
+    computes the loss of its own rows, weighted by their share of the minibatch, and the gradients are
+    summed over the ranks (``comm`` times that); advantage statistics, the KL check and the returned
+    means are reduced likewise. The result is the update one process makes on the whole rollout.
     """
     params = list(params)
     n = next(iter(batch.values())).shape[0]
-    size = n // num_minibatches
+    n_global = n * world.world_size
+    size = n_global // num_minibatches
     if size < 1:
-        raise ValueError(f"batch of {n} rows cannot make {num_minibatches} minibatches")
+        raise ValueError(f"batch of {n_global} rows cannot make {num_minibatches} minibatches")
     device = next(iter(batch.values())).device
     stats = []
     for _ in range(update_epochs):
-        perm = torch.randperm(n, device=device)
-        for start in range(0, n - size + 1, size):
-            mb = perm[start : start + size]
-            out = loss_fn({k: v[mb] for k, v in batch.items()})
+        perm = torch.randperm(n_global, device=device)
+        for rows, share in _minibatches(perm, size, world, num_envs):
+            mb = {k: v[rows] for k, v in batch.items()}
+            if norm_adv:
+                mb["advantages"] = _normalized(mb["advantages"], size, world, comm)
             optimizer.zero_grad(set_to_none=True)
-            out.loss.backward()
+            if share > 0:
+                out = loss_fn(mb)
+                (out.loss if share == 1 else out.loss * share).backward()
+                mb_stats = torch.stack([t.detach() for t in out[1:]]) * share
+            else:  # none of this minibatch's rows are on this rank: it only adds zeros
+                mb_stats = torch.zeros(len(LOSS_NAMES), device=device)
+            if world.distributed:
+                with comm():
+                    all_reduce_gradients(params, world)
             nn.utils.clip_grad_norm_(params, max_grad_norm)
             optimizer.step()
-            stats.append(torch.stack([t.detach() for t in out[1:]]))
-        if target_kl is not None and out.approx_kl.item() > target_kl:
-            break
-    return torch.stack(stats).mean(0)
+            stats.append(mb_stats)
+        if target_kl is not None:
+            kl = stats[-1][LOSS_NAMES.index("approx_kl")].clone()
+            with comm():
+                kl = all_reduce_sum(kl, world)
+            if kl.item() > target_kl:
+                break
+    means = torch.stack(stats).mean(0)
+    with comm():
+        return all_reduce_sum(means, world)
+
+
+def _minibatches(
+    perm: torch.Tensor, size: int, world: World, num_envs: Optional[int]
+) -> Iterator[tuple[torch.Tensor, float]]:
+    """(this rank's rows of each global minibatch of ``perm``, their share of its ``size`` rows)."""
+    if not world.distributed:
+        for start in range(0, perm.numel() - size + 1, size):
+            yield perm[start : start + size], 1.0
+        return
+    if num_envs is None:
+        raise ValueError("a data-parallel update needs num_envs, this rank's number of envs")
+    envs = num_envs * world.world_size
+    step, env = perm // envs, perm % envs - world.rank * num_envs
+    mine = (env >= 0) & (env < num_envs)
+    which = torch.arange(perm.numel(), device=perm.device) // size
+    rows, which = (step * num_envs + env)[mine], which[mine]
+    counts = torch.bincount(which, minlength=perm.numel() // size)[: perm.numel() // size].tolist()
+    for chunk, count in zip(rows.split(counts), counts):
+        yield chunk, count / size
+
+
+def _normalized(adv: torch.Tensor, size: int, world: World, comm: Callable[[], ContextManager]) -> torch.Tensor:
+    """A minibatch's advantages normalized over the whole minibatch (``size`` rows over all ranks)."""
+    if not world.distributed:
+        return normalize_advantages(adv)
+    a = adv.double()
+    sums = torch.stack([a.sum(), (a * a).sum()])
+    with comm():
+        sums = all_reduce_sum(sums, world)
+    mean = sums[0] / size
+    var = ((sums[1] - size * mean * mean) / max(size - 1, 1)).clamp(min=0)
+    return ((a - mean) / (var.sqrt() + 1e-8)).to(adv.dtype)
 
 
 def minibatch_loss(agent: nn.Module, args: PPOArgs, mb: dict[str, torch.Tensor]) -> PPOLoss:
@@ -298,7 +361,7 @@ def minibatch_loss(agent: nn.Module, args: PPOArgs, mb: dict[str, torch.Tensor])
     return ppo_loss(
         newlogprob, mb["logprobs"], mb["advantages"], newvalue, mb["values"], mb["returns"], entropy,
         clip_coef=args.clip_coef, ent_coef=args.ent_coef, vf_coef=args.vf_coef,
-        clip_vloss=args.clip_vloss, norm_adv=args.norm_adv,
+        clip_vloss=args.clip_vloss, norm_adv=False,  # ppo_update normalizes the minibatch (args.norm_adv)
     )  # fmt: skip
 
 
@@ -317,11 +380,14 @@ def learn(
     next_obs: torch.Tensor,
     next_done: torch.Tensor,
     args: PPOArgs,
+    world: World = World(),
+    comm: Callable[[], ContextManager] = nullcontext,
 ) -> dict[str, float]:
     """One iteration's update: GAE(``gamma``, ``gae_lambda``) advantages over ``rollout``, bootstrapped from
     ``agent.get_value(next_obs)`` [B] and ``next_done`` [B], then ``ppo_update`` with ``loss_fn(agent, args,
     minibatch)`` (``minibatch_loss``, maybe compiled). Returns the ``losses/*`` scalars and
-    ``charts/learning_rate``, read back once."""
+    ``charts/learning_rate``, read back once. Data parallel: ``rollout`` holds this rank's envs, and
+    ``world`` and ``comm`` go to ``ppo_update`` (``Run.world``, ``Run.comm``)."""
     with torch.no_grad():
         next_value = agent.get_value(next_obs)
         advantages, returns = gae(
@@ -331,12 +397,27 @@ def learn(
     stats = ppo_update(
         lambda mb: loss_fn(agent, args, mb), optimizer, agent.parameters(), batch,
         update_epochs=args.update_epochs, num_minibatches=args.num_minibatches,
-        max_grad_norm=args.max_grad_norm, target_kl=args.target_kl,
+        max_grad_norm=args.max_grad_norm, target_kl=args.target_kl, norm_adv=args.norm_adv,
+        world=world, num_envs=rollout.rewards.shape[1], comm=comm,
     ).tolist()  # fmt: skip
-    explained_var = explained_variance(batch["values"], batch["returns"]).item()
+    with comm():
+        explained_var = _explained_variance(batch["values"], batch["returns"], world).item()
     losses = {f"losses/{k}": v for k, v in zip(LOSS_NAMES, stats)}
     return {
         "charts/learning_rate": optimizer.param_groups[0]["lr"],
         **losses,
         "losses/explained_variance": explained_var,
     }
+
+
+def _explained_variance(y_pred: torch.Tensor, y_true: torch.Tensor, world: World) -> torch.Tensor:
+    """``explained_variance`` over every rank's rows."""
+    if not world.distributed:
+        return explained_variance(y_pred, y_true)
+    y, d = y_true.double(), (y_true - y_pred).double()
+    s = all_reduce_sum(torch.stack([torch.tensor(float(y.numel()), dtype=torch.float64, device=y.device),
+                                    y.sum(), (y * y).sum(), d.sum(), (d * d).sum()]), world)  # fmt: skip
+    n = s[0]
+    var_y = (s[2] - s[1] * s[1] / n) / (n - 1)
+    var_d = (s[4] - s[3] * s[3] / n) / (n - 1)
+    return torch.where(var_y == 0, torch.full_like(var_y, float("nan")), 1 - var_d / var_y)

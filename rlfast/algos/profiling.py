@@ -8,13 +8,16 @@
         perf = timer.end_iteration()      # {"perf/env": s, ..., "perf/other": s}
     print(timer.summary())
 
-"other" is the iteration's wall time not covered by a section (logging, bookkeeping).
+"other" is the iteration's wall time not covered by a section (logging, bookkeeping). Sections
+may nest: time spent in an inner section (say "all_reduce" inside "train") counts for the inner
+one only, so the sections still add up to the wall time.
 With CUDA, kernels run asynchronously: without ``sync_cuda`` the time of queued GPU work
 lands in whichever section next waits for it (usually "env", when the actions are copied
 to the host). ``sync_cuda=True`` synchronizes at each section boundary for an exact split,
 at the cost of the overlap it removes.
 """
 
+import threading
 import time
 from contextlib import contextmanager
 from typing import Iterator, Sequence
@@ -35,6 +38,7 @@ class SectionTimer:
         self._current = dict.fromkeys(self.sections, 0.0)
         self._iteration_start = None
         self._wall = 0.0
+        self._threads = threading.local()  # .inner: this thread's open sections' time spent in sections inside them
 
     @contextmanager
     def __call__(self, name: str) -> Iterator[None]:
@@ -44,12 +48,23 @@ class SectionTimer:
         if self.sync_cuda:
             torch.cuda.synchronize()
         start = time.perf_counter()
+        inner = self._inner()
+        inner.append(0.0)
         try:
             yield
         finally:
             if self.sync_cuda:
                 torch.cuda.synchronize()
-            self._current[name] += time.perf_counter() - start
+            elapsed = time.perf_counter() - start
+            self._current[name] += elapsed - inner.pop()
+            if inner:
+                inner[-1] += elapsed
+
+    def _inner(self) -> list:
+        """The calling thread's stack of open sections (sections may be timed from several threads)."""
+        if not hasattr(self._threads, "inner"):
+            self._threads.inner = []
+        return self._threads.inner
 
     def start_iteration(self) -> None:
         self._current = dict.fromkeys(self.sections, 0.0)

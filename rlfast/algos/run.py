@@ -34,6 +34,7 @@ the checkpoints ``CheckpointSchedule`` asks for and ends the loop at the last it
 ``--target-return`` is reached.
 """
 
+import contextlib
 import dataclasses
 import functools
 import math
@@ -47,7 +48,9 @@ import numpy as np
 import torch
 
 import rlfast
+from rlfast.algos import distributed
 from rlfast.algos.checkpoint import CheckpointSchedule, make_checkpoint, restore, save_checkpoint
+from rlfast.algos.distributed import World
 from rlfast.algos.profiling import SectionTimer
 from rlfast.algos.runlog import RunLog, run_dir_name
 
@@ -96,7 +99,9 @@ class RunArgs:
     total_timesteps: int = 500000
     """total env steps of the experiment"""
     num_envs: int = 4
-    """the number of parallel envs"""
+    """the number of parallel envs, over all ranks under torchrun (each rank steps num_envs / world size)"""
+    local_num_envs: Optional[int] = None
+    """envs per rank (Cleanba's local_num_envs): sets --num-envs to world size x this"""
 
     def validate(self) -> list[str]:
         """What is wrong with these values: one sentence per problem, naming the flag. Subclasses extend it."""
@@ -109,6 +114,8 @@ class RunArgs:
             problems.append(f"--total-timesteps must be >= 1, got {self.total_timesteps}")
         if self.num_envs < 1:
             problems.append(f"--num-envs must be >= 1, got {self.num_envs}")
+        if self.local_num_envs is not None and self.local_num_envs < 1:
+            problems.append(f"--local-num-envs must be >= 1 (or left out), got {self.local_num_envs}")
         for flag, value in (("--num-threads", self.num_threads), ("--torch-threads", self.torch_threads)):
             if value is not None and value < 1:
                 problems.append(f"{flag} must be >= 1 (or left out), got {value}")
@@ -122,14 +129,34 @@ class RunArgs:
 
 
 def run_problems(
-    args: RunArgs, script: str, families: Sequence[str], iterations: int, steps_per_iteration: int, start: int
+    args: RunArgs,
+    script: str,
+    families: Sequence[str],
+    iterations: int,
+    steps_per_iteration: int,
+    start: int,
+    world: World = World(),
+    data_parallel: bool = True,
+    ckpt_world_size: Optional[int] = None,
 ) -> list[str]:
     """What stops a run before it starts: the flags' own problems first, then (when they are fine) a task
-    outside ``families``, no whole iteration in --total-timesteps, --cudagraphs without CUDA, and a resumed
-    run whose checkpoint already holds ``start`` >= ``iterations`` iterations."""
+    outside ``families``, no whole iteration in --total-timesteps, --cudagraphs without CUDA, a resumed
+    run whose checkpoint already holds ``start`` >= ``iterations`` iterations, and under torchrun: a trainer
+    without ``data_parallel`` support, envs that the ranks cannot share evenly, and a resumed run trained
+    on another number of ranks (``ckpt_world_size``)."""
     problems = args.validate()
     if problems:
         return problems
+    if world.distributed:
+        if not data_parallel:
+            return [f"{script} runs on one rank: start it without torchrun (or with --nproc-per-node 1)"]
+        if args.num_envs % world.world_size:
+            problems.append(f"--num-envs {args.num_envs} is not divisible by the {world.world_size} ranks "
+                            "(or use --local-num-envs, the envs per rank)")  # fmt: skip
+    if ckpt_world_size is not None and ckpt_world_size != world.world_size:
+        problems.append(f"{args.resume} was trained on {ckpt_world_size} rank(s), this run has "
+                        f"{world.world_size}: resume it with the same number of ranks (torchrun "
+                        f"--nnodes x --nproc-per-node = {ckpt_world_size}); a different one is refused")  # fmt: skip
     if families:
         try:
             family = rlfast.task_family(args.env_id)
@@ -167,14 +194,21 @@ class Run:
         steps_per_iteration: int,
         families: Sequence[str] = (),
         sections: Sequence[str] = ("env", "inference", "train"),
+        data_parallel: bool = False,
     ) -> None:
         """``iterations`` of ``steps_per_iteration`` env steps each make the run; ``families``: the task
-        families the trainer can train (``rlfast.task_family``; empty: any)."""
+        families the trainer can train (``rlfast.task_family``; empty: any); ``data_parallel``: the trainer
+        runs under torchrun on several ranks (see rlfast/algos/distributed.py and ``action_noise``)."""
         start_iteration = int(ckpt["iteration"]) if ckpt else 0
-        problems = run_problems(args, script, families, iterations, steps_per_iteration, start_iteration)
+        try:
+            self.world = World.from_env()
+        except ValueError as e:
+            raise fail(str(e)) from None
+        problems = run_problems(args, script, families, iterations, steps_per_iteration, start_iteration,
+                                self.world, data_parallel, int(ckpt.get("world_size", 1)) if ckpt else None)  # fmt: skip
         if problems:
             raise fail(*problems)
-        if iterations * steps_per_iteration != args.total_timesteps:
+        if iterations * steps_per_iteration != args.total_timesteps and self.world.is_main:
             print(
                 f"note: --total-timesteps {args.total_timesteps:,} is not a whole number of iterations of "
                 f"{steps_per_iteration:,} steps: {iterations * steps_per_iteration:,} steps will run ({iterations} "
@@ -188,9 +222,16 @@ class Run:
         np.random.seed(args.seed)
         torch.manual_seed(args.seed)
         torch.backends.cudnn.deterministic = args.torch_deterministic
-        if args.torch_threads:
-            torch.set_num_threads(args.torch_threads)
-        self.device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+        if args.torch_threads or self.world.distributed:
+            torch.set_num_threads(args.torch_threads or self.world.cpu_share())
+        cuda = torch.cuda.is_available() and args.cuda
+        self.device = torch.device(f"cuda:{self.world.local_rank}" if cuda and self.world.distributed
+                                   else "cuda" if cuda else "cpu")  # fmt: skip
+        if cuda and self.world.distributed:
+            torch.cuda.set_device(self.device)
+        distributed.init_process_group(self.world, self.device)
+        self.env_shard = self.world.shard(args.num_envs)
+        """this rank's envs among all ranks' (all of them in one process)"""
 
         self.start_iteration = start_iteration
         self.global_step = int(ckpt["global_step"]) if ckpt else 0
@@ -200,6 +241,8 @@ class Run:
             self.run_dir = Path(args.resume).parent
         else:
             self.run_dir = Path(args.runs_dir) / run_dir_name(args.env_id, args.exp_name, args.seed)
+        if self.world.distributed:
+            sections = (*sections, "all_reduce")
         self.timer = SectionTimer(sections, sync_cuda=args.profile_sync)
         self.pools: list[rlfast.EnvPool] = []
         self.log: Optional[RunLog] = None
@@ -215,13 +258,37 @@ class Run:
 
     @property
     def env_seed(self) -> int:
-        """Seed of env 0. A resumed run cannot restore its envs' state (the pool does not export it): it
-        starts fresh episodes from seeds it has not used yet."""
-        return self.args.seed + self.start_iteration * self.args.num_envs
+        """Seed of this rank's first env (env i of all ranks' gets seed + i). A resumed run cannot restore its
+        envs' state (the pool does not export it): it starts fresh episodes from seeds it has not used yet."""
+        return self.args.seed + self.start_iteration * self.args.num_envs + self.env_shard.start
+
+    @property
+    def local_num_envs(self) -> int:
+        """This rank's envs: --num-envs in one process, --num-envs / world size under torchrun."""
+        return self.env_shard.stop - self.env_shard.start
+
+    def action_noise(self, *shape: int, normal: bool = False) -> torch.Tensor:
+        """[local_num_envs, *shape] uniform [0, 1) (or standard normal) numbers to sample this step's actions
+        with (``categorical``, ``diag_normal``): drawn from torch's RNG on the device for all --num-envs envs
+        of every rank, this rank's rows kept. So the actions of env i do not depend on the number of ranks."""
+        draw = torch.randn if normal else torch.rand
+        return draw((self.args.num_envs, *shape), device=self.device)[self.env_shard]
+
+    def comm(self) -> Any:
+        """The profiler section of the ranks' collectives (``with run.comm():``): "all_reduce" under torchrun."""
+        return self.timer("all_reduce") if self.world.distributed else contextlib.nullcontext()
+
+    def all_reduce_sum(self, t: torch.Tensor) -> torch.Tensor:
+        """``t`` summed over the ranks (timed as "all_reduce"); ``t`` itself in one process."""
+        with self.comm():
+            return distributed.all_reduce_sum(t, self.world)
 
     def make_env(self, num_envs: int, *, seed: Optional[int] = None, **kwargs: Any) -> rlfast.EnvPool:
         """``rlfast.make(--env-id, num_envs, seed=env_seed, **kwargs)``, closed when the run ends. A bad
-        option (ValueError) ends the process with one line naming it."""
+        option (ValueError) ends the process with one line naming it. Under torchrun ``num_envs`` is this
+        rank's (``local_num_envs``) and ``num_threads`` defaults to the rank's share of the cores."""
+        if self.world.distributed and kwargs.get("num_threads") is None:
+            kwargs["num_threads"] = min(self.world.cpu_share(), num_envs)
         try:
             pool = rlfast.make(self.args.env_id, num_envs, seed=self.env_seed if seed is None else seed, **kwargs)
         except ValueError as e:
@@ -287,23 +354,29 @@ class Run:
 
     def save(self, name: str) -> Path:
         """Writes ``run_dir/name`` atomically: the tracked state now, the progress of the last completed iteration
-        (``checkpoint.pt``: after the files of ``save_with_checkpoint``)."""
+        (``checkpoint.pt``: after the files of ``save_with_checkpoint``). Under torchrun only rank 0 writes
+        (every rank holds the same state) and records the world size, which --resume must match."""
         iteration, step = self.completed
+        if not self.world.is_main:
+            return self.run_dir / name
         if name == "checkpoint.pt":
             for side_name, obj in self._side.items():
                 side = {"global_step": step, "iteration": iteration, "state": obj.state_dict()}
                 save_checkpoint(self.run_dir / side_name, side)
         state = make_checkpoint(script=self.script, env_id=self.args.env_id, args=dataclasses.asdict(self.args),
                                 global_step=step, iteration=iteration, **self._state)  # fmt: skip
+        state["world_size"] = self.world.world_size
         return save_checkpoint(self.run_dir / name, state)
 
     def __enter__(self) -> "Run":
         total_steps = self.num_iterations * self.steps_per_iteration
-        self.log = RunLog(self.run_dir, dataclasses.asdict(self.args), total_steps, start_step=self.global_step)
         self._schedule = CheckpointSchedule(self.args.save_interval, self.args.save_minutes)
         self._start_step = self.global_step
-        pools = " + ".join(repr(p) for p in self.pools)
-        print(f"run dir: {self.run_dir}  device: {self.device}  {pools}", flush=True)
+        if self.world.is_main:
+            self.log = RunLog(self.run_dir, dataclasses.asdict(self.args), total_steps, start_step=self.global_step)
+            pools = " + ".join(repr(p) for p in self.pools)
+            ranks = f"  ranks: {self.world.world_size} (this one's pools:)" if self.world.distributed else ""
+            print(f"run dir: {self.run_dir}  device: {self.device}{ranks}  {pools}", flush=True)
         return self
 
     def iterations(self) -> Iterator[int]:
@@ -324,33 +397,50 @@ class Run:
         updates the progress line and writes the checkpoints that are due."""
         first_step = self.global_step
         self.global_step += steps
-        if episodes is not None:
-            self.log.episodes(*episodes, first_step)
-        self.log.scalars({**scalars, **self.timer.end_iteration()}, self.global_step)
-        target = self.args.target_return
-        reached = target is not None and self.log.window_full and self.log.mean_return >= target
+        world = self.world
+        if world.distributed:  # every rank's episodes, in global env order; parameters still identical
+            with self.comm():
+                if episodes is not None:
+                    episodes = distributed.gather_columns(episodes, world)
+                for name, model in self._state["models"].items():
+                    distributed.check_in_sync(model.parameters(), world, f"{name}'s parameters")
+        reached = False
+        if world.is_main:
+            if episodes is not None:
+                self.log.episodes(*episodes, first_step)
+            self.log.scalars({**scalars, **self.timer.end_iteration()}, self.global_step)
+            target = self.args.target_return
+            reached = target is not None and self.log.window_full and self.log.mean_return >= target
+        else:
+            self.timer.end_iteration()
+        reached = distributed.broadcast_flag(reached, world, self.device)
         self._finished = self.iteration == self.num_iterations or reached
-        self.log.progress(self.global_step, final=self._finished)
+        if world.is_main:
+            self.log.progress(self.global_step, final=self._finished)
         self.completed = (self.iteration, self.global_step)
         for name in self._schedule.due(self.iteration):
             self.save(name)
 
     def __exit__(self, exc_type: Optional[type], exc: Optional[BaseException], tb: Any) -> bool:
         try:
-            if exc_type is KeyboardInterrupt:
+            if exc_type is KeyboardInterrupt and self.world.is_main:
                 # The latest weights (maybe mid-update) with the progress of the last completed iteration.
                 path = self.save("checkpoint.pt")
                 iteration, step = self.completed
                 print(f"\ninterrupted at step {step:,} (iteration {iteration}): saved {path}", flush=True)
-                self.exit_code = 130
-            elif exc_type is None:
+            elif exc_type is None and self.world.is_main:
                 self.log.close()
                 path = self.save("checkpoint.pt")
                 steps = self.global_step - self._start_step
                 print(self.timer.summary(steps=steps))
                 print(f"{steps:,} steps in {self.log.elapsed():.1f} s; saved {path}", flush=True)
+            if exc_type is KeyboardInterrupt:
+                self.exit_code = 130
         finally:
             for pool in self.pools:
                 pool.close()
-            self.log.close()
+            if self.log is not None:
+                self.log.close()
+            if exc_type is None:
+                distributed.destroy_process_group()
         return exc_type is KeyboardInterrupt

@@ -73,3 +73,16 @@ def test_summary_table():
     assert total[2] == "100.0%"
     train = next(line for line in lines if line.startswith("train")).split()
     assert float(train[-1]) > 0  # steps/s if train were the only cost
+
+
+def test_nested_sections_count_for_the_inner_one_only():
+    timer = SectionTimer(("train", "all_reduce"))
+    timer.start_iteration()
+    with timer("train"):
+        time.sleep(0.03)
+        with timer("all_reduce"):
+            time.sleep(0.03)
+    perf = timer.end_iteration()
+    assert perf["perf/train"] == pytest.approx(0.03, abs=0.015)
+    assert perf["perf/all_reduce"] == pytest.approx(0.03, abs=0.015)
+    assert perf["perf/train"] + perf["perf/all_reduce"] + perf["perf/other"] == pytest.approx(0.06, abs=0.02)

@@ -1,0 +1,162 @@
+"""Data-parallel training over torch.distributed: one process (rank) per GPU or CPU share, started by torchrun.
+
+    torchrun --nproc_per_node 2 scripts/ppo.py --num-envs 8          # 2 ranks x 4 envs, same learning as 1 x 8
+
+Every rank owns an env pool with its share of the envs (``World.shard``) and its own copy of the
+model; what keeps the copies identical is written here and used by the run layer and the PPO update:
+
+- ``World``: rank, world size and local (per machine) rank/size from torchrun's environment; one process
+  without torchrun is the world of one, for which every function below is a no-op.
+- ``init_process_group``: NCCL between GPUs, gloo on CPU; the rank's GPU is ``cuda:LOCAL_RANK``.
+- ``all_reduce_gradients``: sums every gradient across ranks in one flat buffer (the PPO loss is
+  scaled so that the sum is the gradient of the global minibatch's mean).
+- ``all_reduce_sum``, ``broadcast_flag``, ``gather_columns``: the small collectives of the update's
+  statistics, the early-stop decisions and the episode log.
+- ``check_in_sync``: a checksum of the parameters compared across ranks after every update.
+
+Sameness across world sizes comes from symmetry: every rank seeds torch, numpy and random with the
+global seed and makes every random draw at the global batch's size (the action noise of all envs,
+the minibatch permutation of all rows), keeping its own rows. So the ranks' generators stay in
+lockstep, and a run on W ranks draws exactly the numbers one process would.
+"""
+
+import datetime
+import os
+from dataclasses import dataclass
+from typing import Iterable, Optional, Sequence
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class World:
+    """This process's place among the ranks (torchrun's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE)."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    local_world_size: int = 1
+
+    @classmethod
+    def from_env(cls, environ: Optional[dict] = None) -> "World":
+        """The world torchrun describes in the environment; the world of one without it. ValueError for
+        values that do not describe a world (a rank outside it, a local world larger than the world)."""
+        env = os.environ if environ is None else environ
+        if "WORLD_SIZE" not in env:
+            return cls()
+        try:
+            world = cls(*(int(env.get(k, d)) for k, d in (("RANK", 0), ("WORLD_SIZE", 1), ("LOCAL_RANK", 0),
+                                                          ("LOCAL_WORLD_SIZE", 1))))  # fmt: skip
+        except ValueError:
+            raise ValueError(f"torchrun's RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE must be integers, got "
+                             f"{[env.get(k) for k in ('RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'LOCAL_WORLD_SIZE')]}"
+                             ) from None  # fmt: skip
+        if not (0 <= world.rank < world.world_size and 0 <= world.local_rank < world.local_world_size
+                and world.local_world_size <= world.world_size):  # fmt: skip
+            raise ValueError(f"inconsistent torchrun environment: {world}")
+        return world
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0: the one that prints, writes tensorboard and saves checkpoints."""
+        return self.rank == 0
+
+    def shard(self, n: int) -> slice:
+        """This rank's contiguous share of ``n`` items (``n`` divisible by the world size)."""
+        if n % self.world_size:
+            raise ValueError(f"{n} items cannot be shared evenly by {self.world_size} ranks")
+        size = n // self.world_size
+        return slice(self.rank * size, (self.rank + 1) * size)
+
+    def cpu_share(self, cores: Optional[int] = None) -> int:
+        """This rank's share of the machine's cores (at least 1): its ranks split them evenly."""
+        return max((cores or os.cpu_count() or 1) // self.local_world_size, 1)
+
+
+def init_process_group(world: World, device: torch.device, timeout_s: float = 600.0) -> None:
+    """Joins the ranks (NCCL for CUDA devices, gloo otherwise) when ``world`` has more than one."""
+    if not world.distributed or dist.is_initialized():
+        return
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    kwargs = {"device_id": device} if device.type == "cuda" else {}
+    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout_s), **kwargs)
+
+
+def destroy_process_group() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def all_reduce_gradients(params: Iterable[torch.Tensor], world: World) -> None:
+    """Replaces every parameter's gradient by its sum over the ranks (one collective over a flat buffer).
+    A parameter without a gradient counts as zeros."""
+    if not world.distributed:
+        return
+    params = [p for p in params if p.requires_grad]
+    grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    dist.all_reduce(flat)
+    offset = 0
+    for p, g in zip(params, grads):
+        n = g.numel()
+        p.grad = flat[offset : offset + n].view_as(g)
+        offset += n
+
+
+def all_reduce_sum(t: torch.Tensor, world: World) -> torch.Tensor:
+    """``t`` summed over the ranks (in place; returned)."""
+    if world.distributed:
+        dist.all_reduce(t)
+    return t
+
+
+def broadcast_flag(flag: bool, world: World, device: torch.device) -> bool:
+    """Rank 0's ``flag`` on every rank: decisions only rank 0 can make (e.g. --target-return reached)."""
+    if not world.distributed:
+        return flag
+    t = torch.tensor([int(flag)], device=device)
+    dist.broadcast(t, 0)
+    return bool(t.item())
+
+
+def gather_columns(tensors: Sequence[torch.Tensor], world: World) -> list[torch.Tensor]:
+    """Each [T, B_local] tensor concatenated over the ranks along dim 1, in rank order: [T, B_global]
+    (the global env order). On every rank; bool tensors travel as uint8."""
+    if not world.distributed:
+        return list(tensors)
+    out = []
+    for t in tensors:
+        wire = t.to(torch.uint8) if t.dtype == torch.bool else t
+        parts = [torch.empty_like(wire) for _ in range(world.world_size)]
+        dist.all_gather(parts, wire.contiguous())
+        out.append(torch.cat(parts, dim=1).to(t.dtype))
+    return out
+
+
+def parameter_checksum(params: Iterable[torch.Tensor]) -> torch.Tensor:
+    """[2] float64: sum and sum of absolute values of every parameter (bit-identical copies, equal sums)."""
+    flat = torch.cat([p.detach().reshape(-1).double() for p in params])
+    return torch.stack([flat.sum(), flat.abs().sum()])
+
+
+class OutOfSync(RuntimeError):
+    """The ranks' parameters differ: the data-parallel update did not keep the copies identical."""
+
+
+def check_in_sync(params: Iterable[torch.Tensor], world: World, what: str = "parameters") -> None:
+    """Raises OutOfSync on every rank unless every rank's ``params`` have the same checksum as rank 0's
+    (ranks apply the same summed gradients with the same optimizer, so the copies are bit-identical)."""
+    if not world.distributed:
+        return
+    mine = parameter_checksum(params)
+    sums = [torch.empty_like(mine) for _ in range(world.world_size)]
+    dist.all_gather(sums, mine)
+    bad = [r for r, s in enumerate(sums) if not torch.equal(s, sums[0])]
+    if bad:
+        raise OutOfSync(f"the {what} of rank(s) {bad} differ from rank 0's (checksums "
+                        f"{[s.tolist() for s in sums]})")  # fmt: skip
