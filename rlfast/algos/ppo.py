@@ -293,10 +293,14 @@ def ppo_update(
     stats = []
     for _ in range(update_epochs):
         perm = torch.randperm(n_global, device=device)
-        for rows, share in _minibatches(perm, size, world, num_envs):
-            mb = {k: v[rows] for k, v in batch.items()}
+        minibatches = list(_minibatches(perm, size, world, num_envs))
+        if norm_adv:  # each minibatch's advantage statistics (over all ranks: one collective per epoch)
+            adv_stats = _advantage_stats([batch["advantages"][rows] for rows, _ in minibatches], size, world, comm)
+        for k, (rows, share) in enumerate(minibatches):
+            mb = {key: v[rows] for key, v in batch.items()}
             if norm_adv:
-                mb["advantages"] = _normalized(mb["advantages"], size, world, comm)
+                mean, std = adv_stats[k]
+                mb["advantages"] = ((mb["advantages"] - mean) / (std + 1e-8)).to(mb["advantages"].dtype)
             optimizer.zero_grad(set_to_none=True)
             if share > 0:
                 out = loss_fn(mb)
@@ -341,17 +345,19 @@ def _minibatches(
         yield chunk, count / size
 
 
-def _normalized(adv: torch.Tensor, size: int, world: World, comm: Callable[[], ContextManager]) -> torch.Tensor:
-    """A minibatch's advantages normalized over the whole minibatch (``size`` rows over all ranks)."""
+def _advantage_stats(
+    advs: Sequence[torch.Tensor], size: int, world: World, comm: Callable[[], ContextManager]
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(mean, std) of each minibatch's advantages (``size`` rows over all ranks; this rank's in ``advs``), as
+    ``normalize_advantages`` computes them on the whole minibatch."""
     if not world.distributed:
-        return normalize_advantages(adv)
-    a = adv.double()
-    sums = torch.stack([a.sum(), (a * a).sum()])
+        return [(a.mean(), a.std()) for a in advs]
+    sums = torch.stack([torch.stack([a.double().sum(), a.double().square().sum()]) for a in advs])
     with comm():
         sums = all_reduce_sum(sums, world)
-    mean = sums[0] / size
-    var = ((sums[1] - size * mean * mean) / max(size - 1, 1)).clamp(min=0)
-    return ((a - mean) / (var.sqrt() + 1e-8)).to(adv.dtype)
+    mean = sums[:, 0] / size
+    std = ((sums[:, 1] - size * mean * mean) / max(size - 1, 1)).clamp(min=0).sqrt()
+    return [(m.float(), s.float()) for m, s in zip(mean, std)]
 
 
 def minibatch_loss(agent: nn.Module, args: PPOArgs, mb: dict[str, torch.Tensor]) -> PPOLoss:

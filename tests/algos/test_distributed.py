@@ -1,0 +1,86 @@
+"""rlfast.algos.distributed: the world from torchrun's environment, and the collectives on two gloo ranks
+(spawned here), including a parameter check that does fail when one rank's copy differs."""
+
+import os
+import socket
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from rlfast.algos import distributed
+from rlfast.algos.config import with_local_num_envs
+from rlfast.algos.distributed import OutOfSync, World
+from rlfast.algos.run import RunArgs
+
+
+def test_world_from_env():
+    assert World.from_env({}) == World()
+    w = World.from_env({"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"})
+    assert (w.rank, w.world_size, w.local_rank, w.local_world_size, w.distributed, w.is_main) == (3, 4, 1, 2, True, False)
+    assert w.shard(8) == slice(6, 8)
+    assert w.cpu_share(16) == 8 and w.cpu_share(1) == 1
+    with pytest.raises(ValueError, match="cannot be shared evenly by 4 ranks"):
+        w.shard(6)
+    with pytest.raises(ValueError, match="inconsistent"):
+        World.from_env({"RANK": "4", "WORLD_SIZE": "4"})
+    with pytest.raises(ValueError, match="must be integers"):
+        World.from_env({"RANK": "x", "WORLD_SIZE": "4"})
+
+
+def test_local_num_envs_sets_the_global_count(monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    assert with_local_num_envs(RunArgs(num_envs=4, local_num_envs=3)).num_envs == 6
+    assert with_local_num_envs(RunArgs(num_envs=4)).num_envs == 4
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _collectives(rank: int, port: int, results) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    world = World(rank, 2, rank, 2)
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    try:
+        out = {}
+        # gradients: summed over ranks; a parameter without a gradient counts as zeros
+        a, b = torch.nn.Parameter(torch.zeros(3)), torch.nn.Parameter(torch.zeros(2, 2))
+        a.grad = torch.full((3,), float(rank + 1))
+        if rank == 1:
+            b.grad = torch.ones(2, 2)
+        distributed.all_reduce_gradients([a, b], world)
+        out["grads"] = (a.grad.tolist(), b.grad.tolist())
+        out["sum"] = distributed.all_reduce_sum(torch.tensor([rank, 10.0]), world).tolist()
+        out["flag"] = distributed.broadcast_flag(rank == 0, world, torch.device("cpu"))
+        cols = distributed.gather_columns([torch.full((2, 1), rank), torch.tensor([[rank == 1]])], world)
+        out["columns"] = [c.tolist() for c in cols]
+        same = [torch.nn.Parameter(torch.arange(4.0))]
+        distributed.check_in_sync(same, world)  # identical copies: no error
+        differs = [torch.nn.Parameter(torch.arange(4.0) + (1e-6 if rank == 1 else 0.0))]
+        try:
+            distributed.check_in_sync(differs, world, "agent's parameters")
+            out["out_of_sync"] = None
+        except OutOfSync as e:
+            out["out_of_sync"] = str(e)
+        results[rank] = out
+    finally:
+        dist.destroy_process_group()
+
+
+def test_collectives_on_two_gloo_ranks():
+    results = mp.Manager().dict()
+    mp.spawn(_collectives, args=(_free_port(), results), nprocs=2, join=True)
+    for rank in (0, 1):
+        r = results[rank]
+        assert r["grads"] == ([3.0, 3.0, 3.0], [[1.0, 1.0], [1.0, 1.0]])
+        assert r["sum"] == [1.0, 20.0]
+        assert r["flag"] is True
+        assert r["columns"] == [[[0, 1], [0, 1]], [[False, True]]]
+        assert "rank(s) [1] differ from rank 0's" in r["out_of_sync"]
+        assert "agent's parameters" in r["out_of_sync"]
