@@ -93,7 +93,8 @@ def parse_or_resume(cls: type[T], script: str, argv: Optional[Sequence[str]] = N
     """A trainer's command line: ``(args, None)``, or with ``--resume CKPT`` ``(args, checkpoint)``
     where the checkpoint's args are the ``base`` layer (flags and ``--config`` still override).
 
-    ``cls`` must have a ``resume`` field. A ``local_num_envs`` sets ``num_envs`` (``with_local_num_envs``). ``--resume`` takes a checkpoint or a run dir (its
+    ``cls`` must have a ``resume`` field; a ``local_num_envs`` sets ``num_envs`` (``with_local_num_envs``).
+    ``--resume`` takes a checkpoint or a run dir (its
     ``checkpoint.pt``; ``args.resume`` becomes that file); a missing file, one that is not a
     checkpoint and one written by another script end the process with one line.
     """

@@ -204,8 +204,9 @@ class Run:
             self.world = World.from_env()
         except ValueError as e:
             raise fail(str(e)) from None
+        ckpt_world = int(ckpt.get("world_size", 1)) if ckpt else None
         problems = run_problems(args, script, families, iterations, steps_per_iteration, start_iteration,
-                                self.world, data_parallel, int(ckpt.get("world_size", 1)) if ckpt else None)  # fmt: skip
+                                self.world, data_parallel, ckpt_world)  # fmt: skip
         if problems:
             raise fail(*problems)
         if iterations * steps_per_iteration != args.total_timesteps and self.world.is_main:
