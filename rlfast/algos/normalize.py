@@ -39,42 +39,37 @@ class RunningMeanStd:
         """
         x = x.to(self.mean.dtype)
         if self.reduce is not None:
-            self._update_reduced(x, mask)
-            return
-        if mask is None:
+            self._add_possibly_empty(*self._reduced_moments(x, mask))
+        elif mask is None:
             batch_count = torch.tensor(float(x.shape[0]), dtype=torch.float64, device=x.device)
-            batch_mean = x.mean(0)
-            batch_var = x.var(0, unbiased=False)
+            self.update_from_moments(x.mean(0), x.var(0, unbiased=False), batch_count)
         else:
             w = mask.to(self.mean.dtype).reshape(-1, *([1] * (x.dim() - 1)))
             batch_count = mask.sum().to(torch.float64)
             n = batch_count.clamp(min=1).to(self.mean.dtype)
             batch_mean = (w * x).sum(0) / n
             batch_var = (w * (x - batch_mean) ** 2).sum(0) / n
-            mean, var, count = self.mean, self.var, self.count
-            self.update_from_moments(batch_mean, batch_var, batch_count)
-            # (var * count) / count can round away from var: an empty batch keeps the stats exactly.
-            empty = batch_count == 0
-            self.mean = torch.where(empty, mean, self.mean)
-            self.var = torch.where(empty, var, self.var)
-            self.count = torch.where(empty, count, self.count)
-            return
-        self.update_from_moments(batch_mean, batch_var, batch_count)
+            self._add_possibly_empty(batch_mean, batch_var, batch_count)
 
-    def _update_reduced(self, x: torch.Tensor, mask: Optional[torch.Tensor]) -> None:
-        """``update`` with the batch of every rank: their counts, sums and sums of squares, summed."""
+    def _reduced_moments(
+        self, x: torch.Tensor, mask: Optional[torch.Tensor]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(mean, var, count) of the batch of every rank: their counts, sums and sums of squares, summed."""
         w = torch.ones(x.shape[0], dtype=torch.float64, device=x.device) if mask is None else mask.double()
         xd = x.double().reshape(x.shape[0], -1)
-        packed = torch.cat([w.sum().reshape(1), w @ xd, w @ (xd * xd)])
-        packed = self.reduce(packed)
+        packed = self.reduce(torch.cat([w.sum().reshape(1), w @ xd, w @ (xd * xd)]))
         k = xd.shape[1]
         batch_count = packed[0]
-        n = batch_count.clamp(min=1)
-        batch_mean = packed[1 : 1 + k] / n
-        batch_var = (packed[1 + k :] / n - batch_mean * batch_mean).clamp(min=0)
-        mean, var, count = self.mean, self.var, self.count
+        batch_mean = packed[1 : 1 + k] / batch_count.clamp(min=1)
+        batch_var = (packed[1 + k :] / batch_count.clamp(min=1) - batch_mean * batch_mean).clamp(min=0)
         shape, dtype = self.mean.shape, self.mean.dtype
-        self.update_from_moments(batch_mean.reshape(shape).to(dtype), batch_var.reshape(shape).to(dtype), batch_count)
+        return batch_mean.reshape(shape).to(dtype), batch_var.reshape(shape).to(dtype), batch_count
+
+    def _add_possibly_empty(self, batch_mean: torch.Tensor, batch_var: torch.Tensor, batch_count: torch.Tensor) -> None:
+        """``update_from_moments``, except that an empty batch keeps the statistics exactly ((var * count) /
+        count can round away from var); decided on the device, no host sync."""
+        mean, var, count = self.mean, self.var, self.count
+        self.update_from_moments(batch_mean, batch_var, batch_count)
         empty = batch_count == 0
         self.mean = torch.where(empty, mean, self.mean)
         self.var = torch.where(empty, var, self.var)

@@ -163,10 +163,16 @@ class PPOLoss(NamedTuple):
 
 
 def normalize_advantages(
-    advantages: torch.Tensor, eps: float = 1e-8, weights: Optional[torch.Tensor] = None
+    advantages: torch.Tensor,
+    eps: float = 1e-8,
+    weights: Optional[torch.Tensor] = None,
+    mean_std: Optional[tuple[torch.Tensor, torch.Tensor]] = None,
 ) -> torch.Tensor:
     """``(a - mean) / (std + eps)`` over all of ``advantages`` (CleanRL's per-minibatch norm_adv), or over
-    the samples ``weights`` (0/1) keeps."""
+    the samples ``weights`` (0/1) keeps, or with a given ``mean_std`` (a minibatch's over all ranks)."""
+    if mean_std is not None:
+        mean, std = mean_std
+        return ((advantages - mean) / (std + eps)).to(advantages.dtype)
     if weights is None:
         return (advantages - advantages.mean()) / (advantages.std() + eps)
     n = weights.sum()
@@ -294,13 +300,13 @@ def ppo_update(
     for _ in range(update_epochs):
         perm = torch.randperm(n_global, device=device)
         minibatches = list(_minibatches(perm, size, world, num_envs))
-        if norm_adv:  # each minibatch's advantage statistics (over all ranks: one collective per epoch)
+        adv_stats = [None] * len(minibatches)  # one process: each minibatch's own statistics
+        if norm_adv and world.distributed:  # over all ranks' rows of each minibatch: one collective per epoch
             adv_stats = _advantage_stats([batch["advantages"][rows] for rows, _ in minibatches], size, world, comm)
-        for k, (rows, share) in enumerate(minibatches):
+        for (rows, share), mean_std in zip(minibatches, adv_stats):
             mb = {key: v[rows] for key, v in batch.items()}
             if norm_adv:
-                mean, std = adv_stats[k]
-                mb["advantages"] = ((mb["advantages"] - mean) / (std + 1e-8)).to(mb["advantages"].dtype)
+                mb["advantages"] = normalize_advantages(mb["advantages"], mean_std=mean_std)
             optimizer.zero_grad(set_to_none=True)
             if share > 0:
                 out = loss_fn(mb)
@@ -350,8 +356,6 @@ def _advantage_stats(
 ) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """(mean, std) of each minibatch's advantages (``size`` rows over all ranks; this rank's in ``advs``), as
     ``normalize_advantages`` computes them on the whole minibatch."""
-    if not world.distributed:
-        return [(a.mean(), a.std()) for a in advs]
     sums = torch.stack([torch.stack([a.double().sum(), a.double().square().sum()]) for a in advs])
     with comm():
         sums = all_reduce_sum(sums, world)
