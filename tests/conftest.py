@@ -41,17 +41,32 @@ def load_script():
 
 
 @pytest.fixture
+def sigint_raises():
+    """SIGINT raises KeyboardInterrupt in this process for the test's duration, also where the test command
+    was started with SIGINT ignored (a background job of a non-interactive shell, some CI runners): Python
+    then never installs its handler, and a test that sends itself SIGINT would wait for nothing."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+@pytest.fixture
 def interrupt_training():
-    """``interrupt_training(script, *flags, cwd=..., env=None)``: starts ``scripts/<script>`` with ``flags``,
-    waits until training is under way (its first progress line), sends Ctrl-C (SIGINT) and checks the clean
-    exit every trainer owes: status 130, no traceback, and the message naming the step and iteration of the
-    ``checkpoint.pt`` it wrote to ``cwd/runs/<run>``. Returns ``(stdout, checkpoint)``."""
+    """``interrupt_training(script, *flags, cwd=..., env=None, sig=SIGINT)``: starts ``scripts/<script>`` with
+    ``flags`` and SIGINT ignored (as a trainer started in the background from a script is, whatever launched
+    pytest), waits until training is under way (its first progress line), sends ``sig`` (Ctrl-C, or SIGTERM)
+    and checks the clean exit every trainer owes: status 128 + sig, no traceback, and the message naming
+    the step and iteration of the ``checkpoint.pt`` it wrote to ``cwd/runs/<run>``. Returns
+    ``(stdout, checkpoint)``."""
     from rlfast.algos.checkpoint import load_checkpoint
 
     scripts = Path(__file__).resolve().parents[1] / "scripts"
 
-    def interrupt(script: str, *flags: str, cwd: Path, env: Optional[dict] = None) -> tuple[str, dict]:
-        cmd = [sys.executable, str(scripts / script), *flags]
+    def interrupt(
+        script: str, *flags: str, cwd: Path, env: Optional[dict] = None, sig: int = signal.SIGINT
+    ) -> tuple[str, dict]:
+        # bash execs the trainer with SIGINT ignored; the trainer must install its own handler.
+        cmd = ["bash", "-c", 'trap "" INT; exec "$@"', "bash", sys.executable, str(scripts / script), *flags]
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         head = []
         try:
@@ -59,12 +74,12 @@ def interrupt_training():
                 assert line, f"{script} ended before training: {proc.stderr.read()}"
                 head.append(line)
             time.sleep(0.5)
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(sig)
             out, err = proc.communicate(timeout=60)
             out = "".join(head) + line + out
         finally:
             proc.kill()
-        assert proc.returncode == 130 and "Traceback" not in err, err
+        assert proc.returncode == 128 + sig and "Traceback" not in err, (proc.returncode, err)
         (run_dir,) = (cwd / "runs").iterdir()
         ckpt = load_checkpoint(run_dir / "checkpoint.pt")
         assert f"interrupted at step {ckpt['global_step']:,} (iteration {ckpt['iteration']}): saved " in out, out

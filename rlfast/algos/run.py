@@ -26,9 +26,10 @@ family, and ends the process with one ``error: ...`` line per problem before any
 then seeds python, numpy and torch, sets cudnn's determinism and torch's CPU threads, and picks
 the device. ``make_env`` turns a pool's ValueError (bad env option) into such a line too, and
 closes its pools when the run ends. ``with run:`` creates the run dir and its ``RunLog``, prints
-the header line, and on leaving writes ``checkpoint.pt`` and the profile table; on Ctrl-C it
-saves ``checkpoint.pt`` (latest weights, progress of the last completed iteration), closes the
-pools and sets ``exit_code`` to 130. ``save_with_checkpoint`` adds a file (a replay buffer) that
+the header line, and on leaving writes ``checkpoint.pt`` and the profile table; on Ctrl-C (SIGINT,
+even when the trainer was started with it ignored, or SIGTERM) it saves ``checkpoint.pt`` (latest
+weights, progress of the last completed iteration), closes the pools and sets ``exit_code`` to 130
+(143 for SIGTERM). ``save_with_checkpoint`` adds a file (a replay buffer) that
 is saved next to every ``checkpoint.pt`` and restored with it. ``end_iteration`` logs, prints the progress line, writes
 the checkpoints ``CheckpointSchedule`` asks for and ends the loop at the last iteration or once
 ``--target-return`` is reached.
@@ -40,6 +41,8 @@ import functools
 import math
 import os
 import random
+import signal
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, TypeVar
@@ -252,6 +255,8 @@ class Run:
         self._finished = False
         self._state: dict[str, Any] = {"models": {}}
         self._side: dict[str, Any] = {}  # run-dir file name -> object with state_dict / load_state_dict
+        self._handlers: dict[int, Any] = {}  # signal -> the handler it had before __enter__
+        self._signal = signal.SIGINT  # the signal that interrupted the run (its exit code is 128 + it)
 
     @property
     def resumed(self) -> bool:
@@ -369,7 +374,25 @@ class Run:
         state["world_size"] = self.world.world_size
         return save_checkpoint(self.run_dir / name, state)
 
+    def _interrupt(self, signum: int, frame: Any) -> None:
+        self._signal = signum
+        raise KeyboardInterrupt
+
+    def _catch_signals(self) -> None:
+        """SIGINT and SIGTERM interrupt the loop (checkpoint saved, see __exit__), also in a trainer started
+        from a non-interactive shell in the background, whose SIGINT is ignored from birth (Python then
+        never installs its KeyboardInterrupt handler) and which is usually stopped with SIGTERM."""
+        if threading.current_thread() is threading.main_thread():  # signal.signal works there only
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                self._handlers[signum] = signal.signal(signum, self._interrupt)
+
+    def _restore_signals(self) -> None:
+        for signum, handler in self._handlers.items():
+            signal.signal(signum, handler)
+        self._handlers.clear()
+
     def __enter__(self) -> "Run":
+        self._catch_signals()
         total_steps = self.num_iterations * self.steps_per_iteration
         self._schedule = CheckpointSchedule(self.args.save_interval, self.args.save_minutes)
         self._start_step = self.global_step
@@ -436,8 +459,9 @@ class Run:
                 print(self.timer.summary(steps=steps))
                 print(f"{steps:,} steps in {self.log.elapsed():.1f} s; saved {path}", flush=True)
             if exc_type is KeyboardInterrupt:
-                self.exit_code = 130
+                self.exit_code = 128 + self._signal
         finally:
+            self._restore_signals()
             for pool in self.pools:
                 pool.close()
             if self.log is not None:

@@ -275,7 +275,7 @@ def test_make_releases_the_gil_while_building():
     assert counted[0] > 10_000, (counted, took)
 
 
-def test_ctrl_c_interrupts_make():
+def test_ctrl_c_interrupts_make(sigint_raises):
     timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
     start = time.perf_counter()
     timer.start()

@@ -65,7 +65,7 @@ def test_close_from_another_thread_wakes_a_blocked_recv():
         ({"num_envs": 4, "num_threads": 0, "work_in_recv": True, "step_sleep_us": 200_000}, 0.7),
     ],
 )
-def test_ctrl_c_interrupts_recv_and_the_pool_survives(kwargs, limit):
+def test_ctrl_c_interrupts_recv_and_the_pool_survives(kwargs, limit, sigint_raises):
     pool = rlfast.make("Dummy-v0", **kwargs)
     pool.async_reset()
     timer = threading.Timer(0.1, lambda: os.kill(os.getpid(), signal.SIGINT))

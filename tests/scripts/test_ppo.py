@@ -129,6 +129,13 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path, interrupt_trainin
     assert ckpt["global_step"] == ckpt["iteration"] * 128
 
 
+def test_sigterm_saves_a_checkpoint_and_exits_with_143(tmp_path, interrupt_training):
+    # `kill <pid>` of a trainer running in the background: the same clean stop as Ctrl-C, status 128 + 15.
+    _, ckpt = interrupt_training("ppo.py", *TINY, "--total-timesteps", "10000000", "--runs-dir", "runs", cwd=tmp_path,
+                                 sig=signal.SIGTERM)  # fmt: skip
+    assert ckpt["global_step"] == ckpt["iteration"] * 128
+
+
 def test_sigkill_loses_at_most_the_save_minutes(tmp_path):
     # --save-minutes 1e-6: checkpoint.pt is rewritten after every iteration, so a SIGKILL (no handler can run)
     # leaves the state of a completed iteration behind, and the run resumes from it. (A kill during a save may
