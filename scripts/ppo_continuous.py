@@ -68,6 +68,8 @@ class Args(PPOArgs):
     """normalized observations are clipped to [-obs_clip, obs_clip]"""
     reward_clip: float = 10.0
     """scaled rewards are clipped to [-reward_clip, reward_clip]"""
+    init_logstd: float = 0.0
+    """initial log standard deviation of the Gaussian policy (CleanRL: 0, i.e. std 1)"""
 
     def validate(self) -> list[str]:
         problems = super().validate()
@@ -81,12 +83,15 @@ class Args(PPOArgs):
 class Agent(nn.Module):
     """CleanRL's separate tanh MLPs for the action mean and the value, and a state-independent log std."""
 
-    def __init__(self, obs_dim: int, action_space: gym.spaces.Box, hidden: int = 64, obs_clip: float = 10.0) -> None:
+    def __init__(
+        self, obs_dim: int, action_space: gym.spaces.Box, hidden: int = 64, obs_clip: float = 10.0,
+        init_logstd: float = 0.0,
+    ) -> None:  # fmt: skip
         super().__init__()
         action_dim = int(np.prod(action_space.shape))
         self.critic = tanh_mlp(obs_dim, hidden, 1, out_std=1.0)
         self.actor_mean = tanh_mlp(obs_dim, hidden, action_dim, out_std=0.01)
-        self.actor_logstd = nn.Parameter(torch.zeros(1, action_dim))
+        self.actor_logstd = nn.Parameter(torch.full((1, action_dim), float(init_logstd)))
         # The action bounds (ClipAction) move with the module but are not part of its state_dict.
         low = torch.as_tensor(action_space.low, dtype=torch.float32).reshape(action_dim)
         high = torch.as_tensor(action_space.high, dtype=torch.float32).reshape(action_dim)
@@ -131,7 +136,7 @@ def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> Age
     if not isinstance(action_space, gym.spaces.Box):
         raise fail(f"{args.env_id} has a {type(action_space).__name__} action space; ppo_continuous.py needs Box "
                    "(scripts/ppo.py trains Discrete actions)")  # fmt: skip
-    return Agent(int(np.prod(obs_space.shape)), action_space, args.hidden_size, args.obs_clip)
+    return Agent(int(np.prod(obs_space.shape)), action_space, args.hidden_size, args.obs_clip, args.init_logstd)
 
 
 def main(args: Args, ckpt: Optional[dict] = None) -> int:
@@ -154,6 +159,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     rollout = Rollout(T, B, obs_shape, action_shape, action_dtype=torch.float32, device=device)
     next_obs = torch.zeros((B, *obs_shape), device=device)
     next_done = torch.zeros(B, device=device)
+    next_terminated = torch.zeros(B, device=device)  # the part of next_done that is not a time limit
     view, _ = envs.reset()
     next_obs.copy_(norm.observations(view.to(device)))
 
@@ -163,7 +169,8 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
             for step in range(T):
                 with timer("inference"), torch.no_grad():
                     action, logprob, _, value = policy(next_obs, None, run.action_noise(*action_shape, normal=True))
-                    rollout.store(step, obs=next_obs, dones=next_done, actions=action, logprobs=logprob, values=value)
+                    rollout.store(step, obs=next_obs, dones=next_done, terminations=next_terminated, actions=action,
+                                  logprobs=logprob, values=value)  # fmt: skip
                 with timer("env"):
                     o, r, terminated, truncated, info = envs.step(agent.clip_action(action))
                     # o, r, terminated, truncated, info are views into the pool's ring, valid until the
@@ -173,10 +180,12 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
                     next_obs.copy_(norm.observations(o.to(device, non_blocking=True)))
                     rollout.store(step, rewards=norm.rewards(r.to(device, non_blocking=True), term, trunc))
                     torch.logical_or(term, trunc, out=next_done)
+                    next_terminated.copy_(term)
                     rollout.store_episodes(step, terminated, truncated, info)
 
             with timer("train"):
-                scalars = learn(agent, optimizer, loss_fn, rollout, next_obs, next_done, args, run.world, run.comm)
+                scalars = learn(agent, optimizer, loss_fn, rollout, next_obs, next_done, args, run.world, run.comm,
+                                next_terminated)  # fmt: skip
             run.end_iteration(args.batch_size, scalars, rollout.episodes)
     return run.exit_code
 

@@ -18,7 +18,15 @@ convention:
   mixes two episodes. CleanRL + EnvPool train on it unchanged and so do we: it is one sample
   per finished episode (0.2% of a CartPole batch at return 500), and dropping it would need
   ``1 - dones`` weights in every loss term.
+
+Bootstrapping truncations (``terminations`` given: rl_games' ``value_bootstrap``, Sample Factory's
+``value_bootstrap``): the last transition of an episode that was truncated, not terminated, is
+bootstrapped from ``V`` of its final observation, which next-step autoreset keeps in the rollout as
+the reset step's ``obs[t]`` (so ``values[t]`` is that value); the advantage chain still stops at
+every episode end.
 """
+
+from typing import Optional
 
 import torch
 
@@ -31,6 +39,8 @@ def gae(
     next_done: torch.Tensor,
     gamma: float,
     lam: float,
+    terminations: Optional[torch.Tensor] = None,
+    next_terminated: Optional[torch.Tensor] = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Advantages and returns of a rollout of ``T`` steps of ``B`` envs.
 
@@ -42,19 +52,28 @@ def gae(
         next_done: [B] done flag of that observation.
         gamma: discount factor.
         lam: GAE lambda.
+        terminations: [T, B] 1.0 where ``obs[t]`` follows a termination (a subset of ``dones``); with
+            ``next_terminated`` [B], truncations are bootstrapped (module docstring). None: every episode
+            end is a termination (CleanRL).
 
     Returns:
         ``(advantages, returns)``, both [T, B] with ``returns = advantages + values``.
     """
+    if (terminations is None) != (next_terminated is None):
+        raise ValueError("gae: pass terminations and next_terminated together")
+    if terminations is None:
+        terminations, next_terminated = dones, next_done
     num_steps = rewards.shape[0]
     advantages = torch.empty_like(rewards)
     lastgaelam = torch.zeros_like(next_value)
-    nextnonterminal = 1.0 - next_done.to(rewards.dtype)
+    nextnonterminal = 1.0 - next_done.to(rewards.dtype)  # the advantage chain goes on into obs[t + 1]
+    nextnotterminated = 1.0 - next_terminated.to(rewards.dtype)  # V(obs[t + 1]) is bootstrapped
     nextvalues = next_value
     for t in reversed(range(num_steps)):
-        delta = rewards[t] + gamma * nextvalues * nextnonterminal - values[t]
+        delta = rewards[t] + gamma * nextvalues * nextnotterminated - values[t]
         lastgaelam = delta + gamma * lam * nextnonterminal * lastgaelam
         advantages[t] = lastgaelam
         nextnonterminal = 1.0 - dones[t].to(rewards.dtype)
+        nextnotterminated = 1.0 - terminations[t].to(rewards.dtype)
         nextvalues = values[t]
     return advantages, advantages + values

@@ -52,6 +52,15 @@ class PPOArgs(RunArgs):
     """the maximum norm for gradient clipping"""
     target_kl: Optional[float] = None
     """stop an update's epochs early once the approx KL exceeds this"""
+    kl_adaptive_lr: Optional[float] = None
+    """a KL target that steers the learning rate (rl_games' and Sample Factory's adaptive schedule): after each
+    epoch, lr / 1.5 when the epoch's mean approx KL is above twice this, lr x 1.5 when below half of it, within
+    [1e-6, --lr-max]; --learning-rate is where it starts. Needs --no-anneal-lr (None: off, CleanRL)"""
+    lr_max: float = 1e-2
+    """the largest learning rate --kl-adaptive-lr may reach"""
+    bootstrap_truncated: bool = False
+    """bootstrap the value at time-limit truncations from the final observation (rl_games' value_bootstrap);
+    off: every episode end is a termination (CleanRL)"""
 
     @property
     def batch_size(self) -> int:
@@ -75,7 +84,8 @@ class PPOArgs(RunArgs):
             problems.append(f"the batch of {self.batch_size} steps (num_envs x num_steps) is not divisible by "
                             f"--num-minibatches {self.num_minibatches}")  # fmt: skip
         for flag, value in (("--learning-rate", self.learning_rate), ("--clip-coef", self.clip_coef),
-                            ("--max-grad-norm", self.max_grad_norm), ("--target-kl", self.target_kl)):  # fmt: skip
+                            ("--max-grad-norm", self.max_grad_norm), ("--target-kl", self.target_kl),
+                            ("--kl-adaptive-lr", self.kl_adaptive_lr), ("--lr-max", self.lr_max)):  # fmt: skip
             if value is not None and not 0 < value < math.inf:
                 problems.append(f"{flag} must be > 0, got {value}")
         for flag, value in (("--gamma", self.gamma), ("--gae-lambda", self.gae_lambda)):
@@ -84,6 +94,10 @@ class PPOArgs(RunArgs):
         for flag, value in (("--ent-coef", self.ent_coef), ("--vf-coef", self.vf_coef)):
             if not 0 <= value < math.inf:
                 problems.append(f"{flag} must be >= 0, got {value}")
+        if self.kl_adaptive_lr is not None and self.anneal_lr:
+            problems.append("--kl-adaptive-lr sets the learning rate itself: add --no-anneal-lr")
+        if self.kl_adaptive_lr is not None and self.lr_max < self.learning_rate:
+            problems.append(f"--lr-max {self.lr_max} is below --learning-rate {self.learning_rate}")
         return problems
 
 
@@ -91,7 +105,8 @@ class Rollout:
     """Storage for one rollout of ``T`` steps of ``B`` envs.
 
     On ``device``: ``obs`` [T, B, *obs_shape], ``actions`` [T, B, *action_shape], and ``logprobs``,
-    ``rewards``, ``dones``, ``values`` [T, B] float32. On the host, where the pool writes them:
+    ``rewards``, ``dones``, ``terminations`` (the part of ``dones`` that is not a time limit; stored only by
+    trainers that bootstrap truncations), ``values`` [T, B] float32. On the host, where the pool writes them:
     ``ep_done`` [T, B] bool (an episode ended with this step), ``ep_return`` [T, B] float32,
     ``ep_length`` [T, B] int32 (its totals), as ``RunLog.episodes`` takes them (``episodes``).
     """
@@ -112,6 +127,7 @@ class Rollout:
         self.logprobs = torch.zeros((T, B), device=device)
         self.rewards = torch.zeros((T, B), device=device)
         self.dones = torch.zeros((T, B), device=device)
+        self.terminations = torch.zeros((T, B), device=device)
         self.values = torch.zeros((T, B), device=device)
         self.ep_done = torch.zeros((T, B), dtype=torch.bool)
         self.ep_return = torch.zeros((T, B))
@@ -268,6 +284,8 @@ def ppo_update(
     num_minibatches: int,
     max_grad_norm: float,
     target_kl: Optional[float] = None,
+    kl_adaptive_lr: Optional[float] = None,
+    lr_max: float = 1e-2,
     norm_adv: bool = False,
     world: World = World(),
     num_envs: Optional[int] = None,
@@ -279,7 +297,8 @@ def ppo_update(
     gets the minibatch as the same dict of [N / num_minibatches, ...] rows. With ``norm_adv`` the
     minibatch's advantages are normalized here (CleanRL's per-minibatch norm_adv: the loss must not
     normalize again). Gradients are clipped to ``max_grad_norm``; with ``target_kl`` the epochs stop
-    once the last minibatch's approx KL exceeds it (one host read per epoch, only then).
+    once the last minibatch's approx KL exceeds it; with ``kl_adaptive_lr`` the learning rate follows the
+    epoch's mean approx KL (``adapt_lr``). Either reads the KL back once per epoch, only then.
     Returns the mean over minibatches of the LOSS_NAMES fields: [6], not read back.
 
     Data parallel (``world`` of several ranks): ``batch`` is this rank's share, the rows of ``num_envs``
@@ -320,6 +339,11 @@ def ppo_update(
             nn.utils.clip_grad_norm_(params, max_grad_norm)
             optimizer.step()
             stats.append(mb_stats)
+        if kl_adaptive_lr is not None:
+            epoch_kl = torch.stack(stats[-len(minibatches) :])[:, LOSS_NAMES.index("approx_kl")].mean()
+            with comm():
+                epoch_kl = all_reduce_sum(epoch_kl, world)
+            adapt_lr(optimizer, epoch_kl.item(), kl_adaptive_lr, lr_max)
         if target_kl is not None:
             kl = stats[-1][LOSS_NAMES.index("approx_kl")].clone()
             with comm():
@@ -329,6 +353,16 @@ def ppo_update(
     means = torch.stack(stats).mean(0)
     with comm():
         return all_reduce_sum(means, world)
+
+
+def adapt_lr(optimizer: torch.optim.Optimizer, kl: float, target: float, lr_max: float, lr_min: float = 1e-6) -> None:
+    """The adaptive schedule of rl_games and Sample Factory: the learning rate / 1.5 when ``kl`` > 2 x ``target``,
+    x 1.5 when ``kl`` < ``target`` / 2, kept within [``lr_min``, ``lr_max``]."""
+    for group in optimizer.param_groups:
+        if kl > 2.0 * target:
+            group["lr"] = max(group["lr"] / 1.5, lr_min)
+        elif kl < 0.5 * target:
+            group["lr"] = min(group["lr"] * 1.5, lr_max)
 
 
 def _minibatches(
@@ -392,22 +426,29 @@ def learn(
     args: PPOArgs,
     world: World = World(),
     comm: Callable[[], ContextManager] = nullcontext,
+    next_terminated: Optional[torch.Tensor] = None,
 ) -> dict[str, float]:
     """One iteration's update: GAE(``gamma``, ``gae_lambda``) advantages over ``rollout``, bootstrapped from
     ``agent.get_value(next_obs)`` [B] and ``next_done`` [B], then ``ppo_update`` with ``loss_fn(agent, args,
     minibatch)`` (``minibatch_loss``, maybe compiled). Returns the ``losses/*`` scalars and
     ``charts/learning_rate``, read back once. Data parallel: ``rollout`` holds this rank's envs, and
-    ``world`` and ``comm`` go to ``ppo_update`` (``Run.world``, ``Run.comm``)."""
+    ``world`` and ``comm`` go to ``ppo_update`` (``Run.world``, ``Run.comm``). With ``args.bootstrap_truncated``,
+    ``rollout.terminations`` and ``next_terminated`` [B] tell terminations from truncations (``gae``)."""
+    if args.bootstrap_truncated and next_terminated is None:
+        raise ValueError("learn: --bootstrap-truncated needs next_terminated (and rollout.terminations stored)")
+    bootstrap = (rollout.terminations, next_terminated) if args.bootstrap_truncated else ()
     with torch.no_grad():
         next_value = agent.get_value(next_obs)
         advantages, returns = gae(
-            rollout.rewards, rollout.values, rollout.dones, next_value, next_done, args.gamma, args.gae_lambda
-        )
+            rollout.rewards, rollout.values, rollout.dones, next_value, next_done, args.gamma, args.gae_lambda,
+            *bootstrap,
+        )  # fmt: skip
     batch = rollout.batch(advantages, returns)
     stats = ppo_update(
         lambda mb: loss_fn(agent, args, mb), optimizer, agent.parameters(), batch,
         update_epochs=args.update_epochs, num_minibatches=args.num_minibatches,
-        max_grad_norm=args.max_grad_norm, target_kl=args.target_kl, norm_adv=args.norm_adv,
+        max_grad_norm=args.max_grad_norm, target_kl=args.target_kl, kl_adaptive_lr=args.kl_adaptive_lr,
+        lr_max=args.lr_max, norm_adv=args.norm_adv,
         world=world, num_envs=rollout.rewards.shape[1], comm=comm,
     ).tolist()  # fmt: skip
     with comm():

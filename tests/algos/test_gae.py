@@ -72,3 +72,30 @@ def test_gae_accepts_bool_dones():
     a, _ = gae(rewards, values, dones, nv, nd, 0.99, 0.95)
     b, _ = gae(rewards, values, dones.float(), nv, nd.float(), 0.99, 0.95)
     torch.testing.assert_close(a, b)
+
+
+def test_gae_bootstraps_a_truncation_from_the_final_observation():
+    # The same rollout as test_gae_hand_computed_episode_end, but the episode was truncated (time limit):
+    # step 1 bootstraps from V(obs[2]) = 3.0, the final observation kept at the reset step; nothing flows
+    # back from step 2's advantage (a new episode).
+    rewards = torch.tensor([[1.0], [2.0], [0.0]])
+    values = torch.tensor([[0.5], [1.0], [3.0]])
+    dones = torch.tensor([[0.0], [0.0], [1.0]])
+    terminations = torch.zeros(3, 1)
+    next_value, next_done = torch.tensor([4.0]), torch.tensor([0.0])
+    gamma, lam = 0.5, 0.5
+    a2 = 0.0 + gamma * 4.0 - 3.0
+    a1 = 2.0 + gamma * 3.0 - 1.0
+    a0 = (1.0 + gamma * 1.0 - 0.5) + gamma * lam * a1
+    adv, ret = gae(rewards, values, dones, next_value, next_done, gamma, lam, terminations, torch.zeros(1))
+    torch.testing.assert_close(adv, torch.tensor([[a0], [a1], [a2]]))
+    # Terminations equal to the dones give CleanRL's estimate exactly; a truncation at the rollout's end
+    # bootstraps from next_value.
+    g = torch.Generator().manual_seed(1)
+    r, v, d = torch.randn(9, 4, generator=g), torch.randn(9, 4, generator=g), (torch.rand(9, 4, generator=g) < 0.3).float()
+    nv, nd = torch.randn(4, generator=g), torch.tensor([1.0, 0.0, 1.0, 0.0])
+    torch.testing.assert_close(gae(r, v, d, nv, nd, 0.9, 0.8, d, nd), gae(r, v, d, nv, nd, 0.9, 0.8))
+    truncated_end = gae(r, v, d, nv, nd, 0.9, 0.8, d, torch.zeros(4))[0][-1]
+    torch.testing.assert_close(truncated_end, r[-1] + 0.9 * nv - v[-1])
+    with pytest.raises(ValueError, match="together"):
+        gae(r, v, d, nv, nd, 0.9, 0.8, d)

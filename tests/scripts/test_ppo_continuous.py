@@ -135,6 +135,28 @@ def test_ant_preset_is_loaded_and_command_line_wins(tmp_path):
     assert args["config"].endswith("ant_5min.toml") and args["hidden_size"] == preset["hidden_size"]
 
 
+def test_options_beyond_cleanrl_run_and_resume(tmp_path):
+    # --init-logstd, --bootstrap-truncated and --kl-adaptive-lr (the Ant preset's) end to end: the policy starts
+    # at that std, the learning rate moves by factors of 1.5 once per epoch, and both carry over a resume.
+    flags = ["--init-logstd", "-1", "--bootstrap-truncated", "--kl-adaptive-lr", "0.008", "--no-anneal-lr"]
+    proc = run("ppo_continuous.py", *TINY, *TASK, *flags, "--total-timesteps", "64", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    ckpt = load_checkpoint(run_dir / "checkpoint.pt")
+    assert ckpt["args"]["bootstrap_truncated"] and ckpt["args"]["kl_adaptive_lr"] == 0.008
+    logstd = ckpt["models"]["agent"]["actor_logstd"]
+    assert torch.allclose(logstd, torch.full_like(logstd, -1.0), atol=0.01)  # 2 Adam steps of 3e-4 from -1
+    lr = ckpt["optimizers"]["optimizer"]["param_groups"][0]["lr"]
+    moves = [k for k in range(-2, 3) if lr == pytest.approx(3e-4 * 1.5**k)]
+    assert moves and moves != [0], lr  # 2 iterations x 1 epoch: 2 moves, not both cancelling out here
+    proc = run("ppo_continuous.py", "--resume", str(run_dir), "--total-timesteps", "128", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    resumed = load_checkpoint(run_dir / "checkpoint.pt")
+    assert resumed["iteration"] == 4 and resumed["args"]["init_logstd"] == -1.0
+    proc = run("ppo_continuous.py", *TINY, *TASK, "--kl-adaptive-lr", "0.008", cwd=tmp_path)
+    assert proc.returncode == 1 and "--kl-adaptive-lr sets the learning rate itself" in proc.stderr
+
+
 def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path, interrupt_training):
     _, ckpt = interrupt_training("ppo_continuous.py", *TINY, *TASK, "--total-timesteps", "10000000", cwd=tmp_path)
     assert ckpt["global_step"] == ckpt["iteration"] * 32

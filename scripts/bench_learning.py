@@ -1,0 +1,281 @@
+"""Learning benchmark: a trainer + preset over several seeds, its return against env steps and wall time.
+
+Sample efficiency (return against env steps) does not depend on the machine; wall time does, and the
+table says on which machine it was measured. Each seed is its own trainer process (``--jobs`` at a
+time, the cores split between them and each pinned to its share) writing to ``OUT/runs``; its output
+goes to ``OUT/logs/seed<N>.log``. Running the same command again reads finished seeds back and resumes
+unfinished ones from their last checkpoint (``--resume``), so a long benchmark can span sessions.
+
+    python scripts/bench_learning.py --out results/hopper_cleanrl --env-id Hopper-v5 --seeds 1 2 3
+    python scripts/bench_learning.py --out results/ant_5min --config configs/ant_5min.toml --env-id Ant-v5 \\
+        --seeds 1 2 3 --threshold 5000 -- --save-minutes 2      # flags after -- go to the trainer
+    python scripts/bench_learning.py --out results/ant_5min --report-only   # tables and plot from what is there
+
+Writes ``OUT/curves.json`` (per seed: the mean return of the last ``--window`` episodes at each episode
+end, against env steps and wall seconds, thinned to at most 400 points; the summary), ``OUT/curves.png``
+(both curves, the threshold, the published reference) and ``OUT/table.md`` (per seed: final and best
+windowed mean, steps and minutes to the threshold, steps/s; the median over seeds; the reference with
+its source), and prints the table.
+"""
+
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Optional
+
+import tyro
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+SCRIPTS = Path(__file__).resolve().parent
+CLEANRL_V4_1M = "CleanRL ppo_continuous_action.py, {task}-v4, 1M steps, 3 seeds (docs.cleanrl.dev, PPO page)"
+REFERENCES = {  # published figures: (what, env steps, mean, +- or None); MuJoCo v4 where v5 is not published
+    "HalfCheetah-v5": [(CLEANRL_V4_1M.format(task="HalfCheetah"), 1_000_000, 1442.64, 46.03)],
+    "Hopper-v5": [(CLEANRL_V4_1M.format(task="Hopper"), 1_000_000, 2382.86, 271.74)],
+    "Walker2d-v5": [(CLEANRL_V4_1M.format(task="Walker2d"), 1_000_000, 2287.95, 571.78)],
+    "Humanoid-v5": [(CLEANRL_V4_1M.format(task="Humanoid"), 1_000_000, 716.11, 49.08)],
+    "Ant-v5": [
+        ("CleanRL ppo_continuous_action.py, Ant-v4, 8M steps, 10 seeds (docs.cleanrl.dev, RPO page)", 8_000_000,
+         1824.17, 905.78),
+        ("rl_games ant_envpool.yaml, Ant-v5, best after 8.2M steps, 1 seed (rl_games docs)", 8_200_000, 4429.0, None),
+    ],
+}  # fmt: skip
+MAX_POINTS = 400
+PAUSE_S = 120.0  # a gap this long between two iterations is a pause (a resume in another session), not training
+
+
+@dataclass
+class Args:
+    out: str
+    """the results folder (runs/, logs/, curves.json, curves.png, table.md)"""
+    script: str = "ppo_continuous.py"
+    """the trainer in scripts/"""
+    env_id: str = "HalfCheetah-v5"
+    """the task"""
+    config: Optional[str] = None
+    """the trainer's preset (configs/*.toml); None: the trainer's defaults"""
+    seeds: tuple[int, ...] = (1, 2, 3)
+    """one run per seed"""
+    total_timesteps: Optional[int] = None
+    """env steps per run (None: the preset's or trainer's)"""
+    jobs: Optional[int] = None
+    """runs at a time (None: min(seeds, cores)); the cores are split evenly between them"""
+    threshold: Optional[float] = None
+    """a return to report the steps and minutes to (the windowed mean first reaching it)"""
+    window: int = 20
+    """episodes in the mean (the trainers' progress line and --target-return use 20)"""
+    label: Optional[str] = None
+    """the name of these runs in the table and plot (None: script + config)"""
+    report_only: bool = False
+    """run nothing: tables and plot from the runs already in OUT/runs"""
+
+
+def run_dir(out: Path, env_id: str, seed: int) -> Optional[Path]:
+    """This seed's run dir under ``out/runs`` (the newest, if several), or None."""
+    dirs = sorted((out / "runs").glob(f"{env_id}__*__{seed}__*"), key=lambda p: p.stat().st_mtime)
+    return dirs[-1] if dirs else None
+
+
+def command(args: Args, seed: int, out: Path, cores: list[int], trainer_flags: list[str]) -> list[str]:
+    """The trainer's command line for ``seed``: a fresh run, or ``--resume`` of one with a checkpoint."""
+    threads = ["--num-threads", str(len(cores)), "--torch-threads", str(len(cores))]
+    existing = run_dir(out, args.env_id, seed)
+    if existing is not None and (existing / "checkpoint.pt").exists():
+        return [sys.executable, str(SCRIPTS / args.script), "--resume", str(existing), *threads, *trainer_flags]
+    cmd = [sys.executable, str(SCRIPTS / args.script), "--env-id", args.env_id, "--seed", str(seed),
+           "--runs-dir", str(out / "runs"), *threads]  # fmt: skip
+    cmd += ["--config", args.config] if args.config else []
+    cmd += ["--total-timesteps", str(args.total_timesteps)] if args.total_timesteps else []
+    return cmd + trainer_flags
+
+
+def run_seeds(args: Args, out: Path, trainer_flags: list[str]) -> None:
+    """Runs every seed not yet finished (marked by a ``finished`` file in its run dir), ``jobs`` at a time."""
+    cores = sorted(os.sched_getaffinity(0))
+    todo = [s for s in args.seeds if not ((d := run_dir(out, args.env_id, s)) and (d / "finished").exists())]
+    jobs = max(1, min(args.jobs or len(todo) or 1, len(cores)))
+    share = len(cores) // jobs
+    (out / "logs").mkdir(parents=True, exist_ok=True)
+    running: dict[int, tuple[int, subprocess.Popen, object]] = {}  # slot -> (seed, process, log file)
+    try:
+        while todo or running:
+            for slot in [s for s in range(jobs) if s not in running]:
+                if not todo:
+                    break
+                seed, mine = todo.pop(0), cores[slot * share : (slot + 1) * share]
+                cmd = command(args, seed, out, mine, trainer_flags)
+                log = open(out / "logs" / f"seed{seed}.log", "a")
+                log.write(f"\n$ {' '.join(cmd)}\n")
+                log.flush()
+                env = {**os.environ, "OMP_NUM_THREADS": str(len(mine))}
+                proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                        preexec_fn=lambda c=mine: os.sched_setaffinity(0, c))  # fmt: skip
+                print(f"seed {seed}: started on cores {mine} (log: {log.name})", flush=True)
+                running[slot] = (seed, proc, log)
+            time.sleep(1.0)
+            for slot, (seed, proc, log) in list(running.items()):
+                if proc.poll() is None:
+                    continue
+                log.close()
+                del running[slot]
+                if proc.returncode in (130, 143):  # Ctrl-C / SIGTERM: checkpoint saved
+                    raise SystemExit(f"seed {seed} was interrupted: the same command resumes it")
+                if proc.returncode != 0:
+                    raise SystemExit(f"seed {seed} failed with status {proc.returncode}: see {log.name}")
+                (run_dir(out, args.env_id, seed) / "finished").touch()
+                print(f"seed {seed}: finished", flush=True)
+    finally:  # Ctrl-C: the trainers save their checkpoints (the same signal reached them) and the next call resumes
+        for _, proc, log in running.values():
+            proc.wait()
+            log.close()
+
+
+def active_seconds(times: list[float]) -> list[float]:
+    """Wall times of successive iterations -> seconds of training at each, pauses (``PAUSE_S``) left out."""
+    out, total = [0.0], 0.0
+    steps = [b - a for a, b in zip(times, times[1:])]
+    typical = statistics.median(steps) if steps else 0.0
+    for dt in steps:
+        total += dt if dt < PAUSE_S else typical
+        out.append(total)
+    return out
+
+
+def curve(path: Path, window: int) -> dict:
+    """One run's windowed-mean curve and summary from its tensorboard events."""
+    acc = EventAccumulator(str(path), size_guidance={"scalars": 0})
+    acc.Reload()
+    sps = acc.Scalars("charts/SPS")  # one per iteration: its end's step and wall time
+    first_duration = sps[0].step / max(sps[0].value, 1e-9)
+    seconds = [first_duration + s for s in active_seconds([e.wall_time for e in sps])]
+    iter_steps = [e.step for e in sps]
+
+    def at(step: int) -> float:  # seconds of training when `step` was reached (linear within an iteration)
+        i = min(max(next((k for k, s in enumerate(iter_steps) if s >= step), len(iter_steps) - 1), 0),
+                len(iter_steps) - 1)  # fmt: skip
+        s0, t0 = (iter_steps[i - 1], seconds[i - 1]) if i else (0, 0.0)
+        return t0 + (seconds[i] - t0) * (step - s0) / max(iter_steps[i] - s0, 1)
+
+    episodes = sorted((e.step, e.value) for e in acc.Scalars("charts/episodic_return"))
+    points, recent = [], []
+    for step, ret in episodes:
+        recent = (recent + [ret])[-window:]
+        if len(recent) == window:
+            points.append((step, at(step), sum(recent) / window))
+    keep = points[:: max(1, math.ceil(len(points) / MAX_POINTS))] + points[-1:]
+    steps = iter_steps[-1] if iter_steps else 0
+    return {
+        "run_dir": path.name,
+        "finished": (path / "finished").exists(),
+        "steps": steps,
+        "seconds": seconds[-1] if seconds else 0.0,
+        "sps": steps / seconds[-1] if seconds and seconds[-1] else 0.0,
+        "episodes": len(episodes),
+        "final": points[-1][2] if points else None,
+        "best": max(p[2] for p in points) if points else None,
+        "curve": {"steps": [p[0] for p in keep], "seconds": [round(p[1], 1) for p in keep],
+                  "mean_return": [round(p[2], 2) for p in keep]},  # fmt: skip
+        "_points": points,
+    }
+
+
+def first_reaching(points: list[tuple[int, float, float]], threshold: float) -> tuple[Optional[int], Optional[float]]:
+    for step, sec, mean in points:
+        if mean >= threshold:
+            return step, sec
+    return None, None
+
+
+def fmt(x: Optional[float], spec: str = ",.0f") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def report(args: Args, out: Path) -> dict:
+    """Reads every seed's run, writes curves.json, table.md and curves.png, prints the table."""
+    label = args.label or f"{args.script}" + (f" --config {args.config}" if args.config else " (defaults)")
+    runs = {}
+    for seed in args.seeds:
+        path = run_dir(out, args.env_id, seed)
+        if path is not None and list(path.glob("events.out.tfevents.*")):
+            runs[seed] = curve(path, args.window)
+    rows = [f"{label} on {args.env_id}, mean return of the last {args.window} episodes; machine: "
+            f"{os.cpu_count()} cores, runs {args.jobs or 'as many as cores'} at a time", "",
+            "| seed | steps | final | best | " + (f"steps to {args.threshold:,.0f} | minutes to it | "
+                                                   if args.threshold is not None else "") + "steps/s | status |",
+            "|---|---|---|---|" + ("---|---|" if args.threshold is not None else "") + "---|---|"]  # fmt: skip
+    for seed, r in runs.items():
+        if args.threshold is not None:
+            r["to_threshold"] = dict(zip(("steps", "seconds"), first_reaching(r["_points"], args.threshold)))
+        cells = [str(seed), f"{r['steps']:,}", fmt(r["final"]), fmt(r["best"])]
+        if args.threshold is not None:
+            t = r["to_threshold"]
+            cells += [fmt(t["steps"]), fmt(t["seconds"] / 60 if t["seconds"] is not None else None, ".1f")]
+        cells += [fmt(r["sps"]), "finished" if r["finished"] else "running or stopped"]
+        rows.append("| " + " | ".join(cells) + " |")
+    finals = [r["final"] for r in runs.values() if r["final"] is not None]
+    bests = [r["best"] for r in runs.values() if r["best"] is not None]
+    if finals:
+        rows.append(f"| median | | {statistics.median(finals):,.0f} | {statistics.median(bests):,.0f} |"
+                    + (" | |" if args.threshold is not None else "") + " | |")  # fmt: skip
+    refs = REFERENCES.get(args.env_id, [])
+    if refs:
+        rows += ["", "Published reference:"] + [
+            f"- {what}: {mean:,.0f}" + (f" ± {pm:,.0f}" if pm else "") + f" at {steps / 1e6:g}M steps"
+            for what, steps, mean, pm in refs
+        ]
+    table = "\n".join(rows) + "\n"
+    (out / "table.md").write_text(table)
+    print(table)
+    for r in runs.values():
+        del r["_points"]
+    result = {"args": asdict(args), "label": label, "references": refs, "runs": runs}
+    (out / "curves.json").write_text(json.dumps(result, indent=1) + "\n")
+    plot(result, out / "curves.png", args)
+    return result
+
+
+def plot(result: dict, path: Path, args: Args) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (by_steps, by_time) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for seed, r in result["runs"].items():
+        c = r["curve"]
+        by_steps.plot([s / 1e6 for s in c["steps"]], c["mean_return"], label=f"seed {seed}")
+        by_time.plot([s / 60 for s in c["seconds"]], c["mean_return"], label=f"seed {seed}")
+    for what, steps, mean, pm in result["references"]:
+        by_steps.errorbar([steps / 1e6], [mean], yerr=[pm] if pm else None, fmt="k*", capsize=4, markersize=10)
+        by_steps.annotate(what.split(",")[0] + f" ({what.split(',')[1].strip()})", (steps / 1e6, mean),
+                          fontsize=7, xytext=(-10, 8), textcoords="offset points", ha="right")  # fmt: skip
+    for ax in (by_steps, by_time):
+        if args.threshold is not None:
+            ax.axhline(args.threshold, color="gray", linestyle="--", linewidth=1)
+        ax.set_ylabel(f"mean return, last {args.window} episodes")
+        ax.grid(alpha=0.3)
+    by_steps.set_xlabel("env steps (millions)")
+    by_time.set_xlabel(f"wall minutes ({os.cpu_count()}-core machine, {result['args']['jobs'] or 'all'} runs at once)")
+    by_steps.legend(fontsize=8)
+    fig.suptitle(f"{result['label']} on {args.env_id}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+def main(argv: list[str]) -> None:
+    split = argv.index("--") if "--" in argv else len(argv)
+    args = tyro.cli(Args, args=argv[:split])
+    out = Path(args.out)
+    if not args.report_only:
+        run_seeds(args, out, argv[split + 1 :])
+    report(args, out)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
