@@ -70,6 +70,9 @@ class Args(PPOArgs):
     """scaled rewards are clipped to [-reward_clip, reward_clip]"""
     init_logstd: float = 0.0
     """initial log standard deviation of the Gaussian policy (CleanRL: 0, i.e. std 1)"""
+    final_logstd: Optional[float] = None
+    """a schedule instead of a learned std: the log std goes linearly from --init-logstd (first iteration) to this
+    (last iteration) over the run, the same for every state (None: learned, CleanRL)"""
 
     def validate(self) -> list[str]:
         problems = super().validate()
@@ -77,7 +80,15 @@ class Args(PPOArgs):
                             ("--reward-clip", self.reward_clip)):  # fmt: skip
             if not value > 0:
                 problems.append(f"{flag} must be > 0, got {value}")
+        for flag, value in (("--init-logstd", self.init_logstd), ("--final-logstd", self.final_logstd)):
+            if value is not None and not -10 <= value <= 2:
+                problems.append(f"{flag} must be in [-10, 2], got {value}")
         return problems
+
+    def scheduled_logstd(self, iteration: int) -> float:
+        """--final-logstd's schedule: the log std of 1-based ``iteration``."""
+        frac = (iteration - 1) / max(self.num_iterations - 1, 1)
+        return self.init_logstd + frac * (self.final_logstd - self.init_logstd)
 
 
 class Agent(nn.Module):
@@ -145,6 +156,8 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     device, timer = run.device, run.timer
     envs = run.make_env(run.local_num_envs, num_threads=args.num_threads)
     agent = make_agent(args, envs.single_observation_space, envs.single_action_space).to(device)
+    if args.final_logstd is not None:  # scheduled, not learned (set at each iteration below)
+        agent.actor_logstd.requires_grad_(False)
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     obs_shape, action_shape = envs.single_observation_space.shape, envs.single_action_space.shape
     norm = ObsRewardNormalizer(obs_shape, run.local_num_envs, args.gamma, args.obs_clip, args.reward_clip, device,
@@ -166,6 +179,8 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     with run:
         for iteration in run.iterations():
             anneal_lr(optimizer, args, iteration)
+            if args.final_logstd is not None:
+                agent.actor_logstd.fill_(args.scheduled_logstd(iteration))
             for step in range(T):
                 with timer("inference"), torch.no_grad():
                     action, logprob, _, value = policy(next_obs, None, run.action_noise(*action_shape, normal=True))

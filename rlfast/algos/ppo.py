@@ -58,6 +58,9 @@ class PPOArgs(RunArgs):
     [1e-6, --lr-max]; --learning-rate is where it starts. Needs --no-anneal-lr (None: off, CleanRL)"""
     lr_max: float = 1e-2
     """the largest learning rate --kl-adaptive-lr may reach"""
+    kl_coef: float = 0.0
+    """weight of a KL penalty in the loss: the mean of (ratio - 1) - log(ratio), an estimate of KL(rollout policy ||
+    current policy) (Sample Factory's kl_loss_coeff for MuJoCo; 0: none, CleanRL)"""
     bootstrap_truncated: bool = False
     """bootstrap the value at time-limit truncations from the final observation (rl_games' value_bootstrap);
     off: every episode end is a termination (CleanRL)"""
@@ -91,7 +94,7 @@ class PPOArgs(RunArgs):
         for flag, value in (("--gamma", self.gamma), ("--gae-lambda", self.gae_lambda)):
             if not 0 <= value <= 1:
                 problems.append(f"{flag} must be in [0, 1], got {value}")
-        for flag, value in (("--ent-coef", self.ent_coef), ("--vf-coef", self.vf_coef)):
+        for flag, value in (("--ent-coef", self.ent_coef), ("--vf-coef", self.vf_coef), ("--kl-coef", self.kl_coef)):
             if not 0 <= value < math.inf:
                 problems.append(f"{flag} must be >= 0, got {value}")
         if self.kl_adaptive_lr is not None and self.anneal_lr:
@@ -166,7 +169,7 @@ class PPOLoss(NamedTuple):
     """Scalar tensors (no ``.item()``: read them once per iteration, off the hot path)."""
 
     loss: torch.Tensor
-    """policy_loss - ent_coef * entropy + vf_coef * value_loss: what to backpropagate."""
+    """policy_loss - ent_coef * entropy + vf_coef * value_loss (+ kl_coef * approx_kl): what to backpropagate."""
     policy_loss: torch.Tensor
     value_loss: torch.Tensor
     entropy: torch.Tensor
@@ -217,6 +220,7 @@ def ppo_loss(
     vf_clip_coef: Optional[float] = None,
     norm_adv: bool = True,
     weights: Optional[torch.Tensor] = None,
+    kl_coef: float = 0.0,
 ) -> PPOLoss:
     """CleanRL's PPO minibatch loss.
 
@@ -236,12 +240,14 @@ def ppo_loss(
         vf_clip_coef: value clip range; defaults to ``clip_coef`` (CleanRL).
         norm_adv: normalize advantages over this minibatch.
         weights: [N] 0/1: the samples the loss and its diagnostics average over (None: all).
+        kl_coef: weight of ``approx_kl`` as a penalty in the loss (its gradient flows only then).
     """
     logratio = newlogprob - oldlogprob
     ratio = logratio.exp()
+    with torch.set_grad_enabled(kl_coef > 0 and torch.is_grad_enabled()):
+        approx_kl = weighted_mean((ratio - 1) - logratio, weights)
     with torch.no_grad():
         old_approx_kl = weighted_mean(-logratio, weights)
-        approx_kl = weighted_mean((ratio - 1) - logratio, weights)
         clipfrac = weighted_mean(((ratio - 1.0).abs() > clip_coef).float(), weights)
 
     if norm_adv:
@@ -261,7 +267,9 @@ def ppo_loss(
 
     entropy_mean = weighted_mean(entropy, weights)
     loss = policy_loss - ent_coef * entropy_mean + vf_coef * value_loss
-    return PPOLoss(loss, policy_loss, value_loss, entropy_mean, old_approx_kl, approx_kl, clipfrac)
+    if kl_coef > 0:
+        loss = loss + kl_coef * approx_kl
+    return PPOLoss(loss, policy_loss, value_loss, entropy_mean, old_approx_kl, approx_kl.detach(), clipfrac)
 
 
 def explained_variance(y_pred: torch.Tensor, y_true: torch.Tensor) -> torch.Tensor:
@@ -405,7 +413,8 @@ def minibatch_loss(agent: nn.Module, args: PPOArgs, mb: dict[str, torch.Tensor])
     return ppo_loss(
         newlogprob, mb["logprobs"], mb["advantages"], newvalue, mb["values"], mb["returns"], entropy,
         clip_coef=args.clip_coef, ent_coef=args.ent_coef, vf_coef=args.vf_coef,
-        clip_vloss=args.clip_vloss, norm_adv=False,  # ppo_update normalizes the minibatch (args.norm_adv)
+        clip_vloss=args.clip_vloss, kl_coef=args.kl_coef,
+        norm_adv=False,  # ppo_update normalizes the minibatch (args.norm_adv)
     )  # fmt: skip
 
 

@@ -117,3 +117,17 @@ def test_explained_variance():
     assert explained_variance(y, y).item() == pytest.approx(1.0)
     assert explained_variance(torch.full_like(y, 2.5), y).item() == pytest.approx(0.0)
     assert math.isnan(explained_variance(y, torch.ones(4)).item())
+
+
+def test_kl_penalty_adds_the_k3_estimate_and_its_gradient():
+    new = torch.tensor([0.1, -0.3, 0.2], dtype=torch.float64, requires_grad=True)
+    old = torch.tensor([0.0, 0.0, 0.0], dtype=torch.float64)
+    zeros = torch.zeros(3, dtype=torch.float64)
+    plain = ppo_loss(new, old, zeros, zeros, zeros, zeros, zeros, clip_coef=0.2, ent_coef=0.0, vf_coef=0.0)
+    penalized = ppo_loss(new, old, zeros, zeros, zeros, zeros, zeros, clip_coef=0.2, ent_coef=0.0, vf_coef=0.0,
+                         kl_coef=0.5)  # fmt: skip
+    k3 = ((new.exp() - 1) - new).mean()
+    assert penalized.loss.item() == pytest.approx(plain.loss.item() + 0.5 * k3.item())
+    assert penalized.approx_kl.item() == pytest.approx(k3.item()) and not penalized.approx_kl.requires_grad
+    (grad,) = torch.autograd.grad(penalized.loss, new)
+    torch.testing.assert_close(grad, 0.5 * (new.exp() - 1).detach() / 3)  # d/dx mean(e^x - 1 - x) = (e^x - 1) / n

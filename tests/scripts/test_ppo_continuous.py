@@ -157,6 +157,20 @@ def test_options_beyond_cleanrl_run_and_resume(tmp_path):
     assert proc.returncode == 1 and "--kl-adaptive-lr sets the learning rate itself" in proc.stderr
 
 
+def test_final_logstd_schedules_the_std_instead_of_learning_it(tmp_path, load_script):
+    # 4 iterations from -1 to -3: the checkpoint (after the last) holds the last iteration's value, -3 exactly,
+    # untouched by the 4 updates; the schedule itself is linear in the iteration.
+    flags = ["--init-logstd", "-1", "--final-logstd", "-3", "--total-timesteps", "128"]
+    proc = run("ppo_continuous.py", *TINY, *TASK, *flags, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    logstd = load_checkpoint(run_dir / "checkpoint.pt")["models"]["agent"]["actor_logstd"]
+    assert torch.equal(logstd, torch.full_like(logstd, -3.0))
+    args = load_script("ppo_continuous.py").Args(num_envs=2, num_steps=16, total_timesteps=128, init_logstd=-1.0,
+                                                 final_logstd=-3.0)  # fmt: skip
+    assert [args.scheduled_logstd(i) for i in range(1, 5)] == pytest.approx([-1.0, -1 - 2 / 3, -1 - 4 / 3, -3.0])
+
+
 def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path, interrupt_training):
     _, ckpt = interrupt_training("ppo_continuous.py", *TINY, *TASK, "--total-timesteps", "10000000", cwd=tmp_path)
     assert ckpt["global_step"] == ckpt["iteration"] * 32
