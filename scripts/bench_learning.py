@@ -85,13 +85,13 @@ def command(args: Args, seed: int, out: Path, cores: list[int], trainer_flags: l
     """The trainer's command line for ``seed``: a fresh run, or ``--resume`` of one with a checkpoint."""
     threads = ["--num-threads", str(len(cores)), "--torch-threads", str(len(cores))]
     existing = run_dir(out, args.env_id, seed)
+    steps = ["--total-timesteps", str(args.total_timesteps)] if args.total_timesteps else []
     if existing is not None and (existing / "checkpoint.pt").exists():
-        return [sys.executable, str(SCRIPTS / args.script), "--resume", str(existing), *threads, *trainer_flags]
+        return [sys.executable, str(SCRIPTS / args.script), "--resume", str(existing), *threads, *steps, *trainer_flags]
     cmd = [sys.executable, str(SCRIPTS / args.script), "--env-id", args.env_id, "--seed", str(seed),
            "--runs-dir", str(out / "runs"), *threads]  # fmt: skip
     cmd += ["--config", args.config] if args.config else []
-    cmd += ["--total-timesteps", str(args.total_timesteps)] if args.total_timesteps else []
-    return cmd + trainer_flags
+    return cmd + steps + trainer_flags
 
 
 def run_seeds(args: Args, out: Path, trainer_flags: list[str]) -> None:

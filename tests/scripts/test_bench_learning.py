@@ -1,0 +1,72 @@
+"""scripts/bench_learning.py with tiny budgets: seeds really train (CartPole with ppo.py), curves and tables
+come from their logs, a second call reads finished seeds back instead of running them again, and an
+unfinished seed is resumed from its checkpoint."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = str(ROOT / "scripts" / "bench_learning.py")
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+TASK = ["--script", "ppo.py", "--env-id", "CartPole-v1", "--jobs", "1", "--threshold", "30"]
+BENCH = [*TASK, "--seeds", "1", "2"]
+TRAINER = ["--", "--num-envs", "4", "--num-steps", "64", "--no-cuda", "--save-minutes", "0"]
+
+
+def bench(out, *args):
+    return subprocess.run([sys.executable, SCRIPT, "--out", str(out), *args], check=False, capture_output=True,
+                          text=True, timeout=300, cwd=ROOT, env=ENV)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def done(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench") / "cartpole"
+    proc = bench(out, *BENCH, "--total-timesteps", "4096", *TRAINER)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return out, proc
+
+
+def test_each_seed_trains_and_the_table_summarizes_its_curve(done):
+    out, proc = done
+    result = json.loads((out / "curves.json").read_text())
+    assert set(result["runs"]) == {"1", "2"}
+    for seed, r in result["runs"].items():
+        assert r["finished"] and r["steps"] == 4096 and r["sps"] > 0, seed
+        c = r["curve"]
+        assert len(c["steps"]) == len(c["seconds"]) == len(c["mean_return"]) > 0
+        assert c["steps"] == sorted(c["steps"]) and c["seconds"] == sorted(c["seconds"])
+        assert r["final"] == pytest.approx(c["mean_return"][-1], abs=0.01) and r["best"] >= r["final"]
+        assert r["episodes"] >= 20  # CartPole episodes of a random-ish policy are short
+        reached = r["to_threshold"]["steps"]
+        assert reached is None or min(c["steps"]) <= reached <= 4096
+    table = (out / "table.md").read_text()
+    assert table in proc.stdout and "steps to 30" in table and "| median |" in table
+    assert (out / "curves.png").stat().st_size > 10_000
+    assert (out / "logs" / "seed1.log").exists() and (out / "logs" / "seed2.log").exists()
+
+
+def test_a_second_call_reads_finished_seeds_back(done):
+    out, _ = done
+    before = json.loads((out / "curves.json").read_text())["runs"]
+    proc = bench(out, *BENCH, "--total-timesteps", "4096", *TRAINER)
+    assert proc.returncode == 0 and "started" not in proc.stdout, proc.stdout + proc.stderr
+    after = json.loads((out / "curves.json").read_text())["runs"]
+    assert [r["run_dir"] for r in after.values()] == [r["run_dir"] for r in before.values()]
+
+
+def test_an_unfinished_seed_is_resumed(tmp_path):
+    out = tmp_path / "cartpole"
+    proc = bench(out, *TASK, "--seeds", "1", "--total-timesteps", "512", *TRAINER)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run_dir,) = (out / "runs").iterdir()
+    (run_dir / "finished").unlink()  # as if the session had ended mid-run
+    proc = bench(out, *TASK, "--seeds", "1", "--total-timesteps", "1024", *TRAINER)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "--resume" in (out / "logs" / "seed1.log").read_text()
+    (again,) = (out / "runs").iterdir()
+    assert again == run_dir and json.loads((out / "curves.json").read_text())["runs"]["1"]["steps"] == 1024
