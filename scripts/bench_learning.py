@@ -116,6 +116,8 @@ def run_seeds(args: Args, out: Path, trainer_flags: list[str]) -> None:
                 proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
                                         preexec_fn=lambda c=mine: os.sched_setaffinity(0, c))  # fmt: skip
                 print(f"seed {seed}: started on cores {mine} (log: {log.name})", flush=True)
+                placement = {"cores": len(mine), "runs_at_once": jobs, "cpu": cpu_model()}
+                (out / "logs" / f"seed{seed}.json").write_text(json.dumps(placement) + "\n")
                 running[slot] = (seed, proc, log)
             time.sleep(1.0)
             for slot, (seed, proc, log) in list(running.items()):
@@ -133,6 +135,15 @@ def run_seeds(args: Args, out: Path, trainer_flags: list[str]) -> None:
         for _, proc, log in running.values():
             proc.wait()
             log.close()
+
+
+def cpu_model() -> str:
+    """The CPU's model name (Linux), for the table: wall times depend on it."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return "unknown CPU"
 
 
 def active_seconds(times: list[float]) -> list[float]:
@@ -203,11 +214,11 @@ def report(args: Args, out: Path) -> dict:
         path = run_dir(out, args.env_id, seed)
         if path is not None and list(path.glob("events.out.tfevents.*")):
             runs[seed] = curve(path, args.window)
-    rows = [f"{label} on {args.env_id}, mean return of the last {args.window} episodes; machine: "
-            f"{os.cpu_count()} cores, runs {args.jobs or 'as many as cores'} at a time", "",
+    rows = [f"{label} on {args.env_id}, mean return of the last {args.window} training episodes; machine: "
+            f"{cpu_model()}, {os.cpu_count()} cores", "",
             "| seed | steps | final | best | " + (f"steps to {args.threshold:,.0f} | minutes to it | "
-                                                   if args.threshold is not None else "") + "steps/s | status |",
-            "|---|---|---|---|" + ("---|---|" if args.threshold is not None else "") + "---|---|"]  # fmt: skip
+                                                   if args.threshold is not None else "") + "steps/s | cores | status |",
+            "|---|---|---|---|" + ("---|---|" if args.threshold is not None else "") + "---|---|---|"]  # fmt: skip
     for seed, r in runs.items():
         if args.threshold is not None:
             r["to_threshold"] = dict(zip(("steps", "seconds"), first_reaching(r["_points"], args.threshold)))
@@ -215,13 +226,16 @@ def report(args: Args, out: Path) -> dict:
         if args.threshold is not None:
             t = r["to_threshold"]
             cells += [fmt(t["steps"]), fmt(t["seconds"] / 60 if t["seconds"] is not None else None, ".1f")]
-        cells += [fmt(r["sps"]), "finished" if r["finished"] else "running or stopped"]
+        placed = out / "logs" / f"seed{seed}.json"
+        r["placement"] = json.loads(placed.read_text()) if placed.exists() else None
+        where = str(r["placement"]["cores"]) if r["placement"] else "-"
+        cells += [fmt(r["sps"]), where, "finished" if r["finished"] else "running or stopped"]
         rows.append("| " + " | ".join(cells) + " |")
     finals = [r["final"] for r in runs.values() if r["final"] is not None]
     bests = [r["best"] for r in runs.values() if r["best"] is not None]
     if finals:
         rows.append(f"| median | | {statistics.median(finals):,.0f} | {statistics.median(bests):,.0f} |"
-                    + (" | |" if args.threshold is not None else "") + " | |")  # fmt: skip
+                    + (" | |" if args.threshold is not None else "") + " | | |")  # fmt: skip
     refs = REFERENCES.get(args.env_id, [])
     if refs:
         rows += ["", "Published reference:"] + [
