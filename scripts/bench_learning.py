@@ -94,6 +94,14 @@ def command(args: Args, seed: int, out: Path, cores: list[int], trainer_flags: l
     return cmd + steps + trainer_flags
 
 
+def shown(cmd: list[str]) -> str:
+    """``cmd`` as a user would type it from the project root: ``python3 scripts/...``, no machine paths."""
+    root = SCRIPTS.parent
+    parts = ["python3" if c == sys.executable else os.path.relpath(c, root) if c.startswith(str(root)) else c
+             for c in cmd]  # fmt: skip
+    return " ".join(parts)
+
+
 def run_seeds(args: Args, out: Path, trainer_flags: list[str]) -> None:
     """Runs every seed not yet finished (marked by a ``finished`` file in its run dir), ``jobs`` at a time."""
     cores = sorted(os.sched_getaffinity(0))
@@ -110,7 +118,7 @@ def run_seeds(args: Args, out: Path, trainer_flags: list[str]) -> None:
                 seed, mine = todo.pop(0), cores[slot * share : (slot + 1) * share]
                 cmd = command(args, seed, out, mine, trainer_flags)
                 log = open(out / "logs" / f"seed{seed}.log", "a")
-                log.write(f"\n$ {' '.join(cmd)}\n")
+                log.write(f"\n$ {shown(cmd)}\n")
                 log.flush()
                 env = {**os.environ, "OMP_NUM_THREADS": str(len(mine))}
                 proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
@@ -214,11 +222,11 @@ def report(args: Args, out: Path) -> dict:
         path = run_dir(out, args.env_id, seed)
         if path is not None and list(path.glob("events.out.tfevents.*")):
             runs[seed] = curve(path, args.window)
+    to_it = f"steps to {args.threshold:,.0f} | minutes to it | " if args.threshold is not None else ""
     rows = [f"{label} on {args.env_id}, mean return of the last {args.window} training episodes; machine: "
             f"{cpu_model()}, {os.cpu_count()} cores", "",
-            "| seed | steps | final | best | " + (f"steps to {args.threshold:,.0f} | minutes to it | "
-                                                   if args.threshold is not None else "") + "steps/s | cores | status |",
-            "|---|---|---|---|" + ("---|---|" if args.threshold is not None else "") + "---|---|---|"]  # fmt: skip
+            "| seed | steps | final | best | " + to_it + "steps/s | cores | status |",
+            "|---|---|---|---|" + ("---|---|" if to_it else "") + "---|---|---|"]  # fmt: skip
     for seed, r in runs.items():
         if args.threshold is not None:
             r["to_threshold"] = dict(zip(("steps", "seconds"), first_reaching(r["_points"], args.threshold)))
@@ -274,7 +282,9 @@ def plot(result: dict, path: Path, args: Args) -> None:
         ax.set_ylabel(f"mean return, last {args.window} episodes")
         ax.grid(alpha=0.3)
     by_steps.set_xlabel("env steps (millions)")
-    by_time.set_xlabel(f"wall minutes ({os.cpu_count()}-core machine, {result['args']['jobs'] or 'all'} runs at once)")
+    cores = sorted({r["placement"]["cores"] for r in result["runs"].values() if r.get("placement")})
+    per_run = f", {'/'.join(map(str, cores))} core(s) per run" if cores else ""
+    by_time.set_xlabel(f"wall minutes of training ({cpu_model()}{per_run})")
     by_steps.legend(fontsize=8)
     fig.suptitle(f"{result['label']} on {args.env_id}", fontsize=10)
     fig.tight_layout()

@@ -47,7 +47,11 @@ def test_each_seed_trains_and_the_table_summarizes_its_curve(done):
     table = (out / "table.md").read_text()
     assert table in proc.stdout and "steps to 30" in table and "| median |" in table
     assert (out / "curves.png").stat().st_size > 10_000
-    assert (out / "logs" / "seed1.log").exists() and (out / "logs" / "seed2.log").exists()
+    log = (out / "logs" / "seed1.log").read_text()
+    assert (out / "logs" / "seed2.log").exists()
+    # logs are committed with results: the command they show names no path of this machine
+    assert "$ python3 scripts/ppo.py " in log
+    assert sys.executable not in log and str(ROOT) not in log
 
 
 def test_a_second_call_reads_finished_seeds_back(done):
