@@ -242,8 +242,15 @@ def report(args: Args, out: Path) -> dict:
     finals = [r["final"] for r in runs.values() if r["final"] is not None]
     bests = [r["best"] for r in runs.values() if r["best"] is not None]
     if finals:
-        rows.append(f"| median | | {statistics.median(finals):,.0f} | {statistics.median(bests):,.0f} |"
-                    + (" | |" if args.threshold is not None else "") + " | | |")  # fmt: skip
+        reach = ""
+        if args.threshold is not None:
+            hits = [r["to_threshold"] for r in runs.values() if r["to_threshold"]["steps"] is not None]
+            if hits and len(hits) == len(runs):
+                reach = (f" {statistics.median(t['steps'] for t in hits):,.0f} |"
+                         f" {statistics.median(t['seconds'] for t in hits) / 60:.1f} |")  # fmt: skip
+            else:
+                reach = f" {len(hits)} of {len(runs)} seeds reached it | |"
+        rows.append(f"| median | | {statistics.median(finals):,.0f} | {statistics.median(bests):,.0f} |{reach} | | |")
     refs = REFERENCES.get(args.env_id, [])
     if refs:
         rows += ["", "Published reference:"] + [
