@@ -33,6 +33,7 @@ import rlfast
 from rlfast.algos.atari_stats import GameStats
 from rlfast.algos.config import parse_or_resume
 from rlfast.algos.dqn import DQNArgs, Learner, epsilon_greedy, replay_buffer, td_loss
+from rlfast.algos.nets import FrameNet, set_speed
 from rlfast.algos.run import Run, fail
 
 SCRIPT = "dqn_atari.py"
@@ -71,7 +72,7 @@ class QNetwork(nn.Module):
 
     def __init__(self, num_actions: int) -> None:
         super().__init__()
-        self.network = nn.Sequential(
+        self.network = FrameNet(
             nn.Conv2d(STACK, 32, 8, stride=4), nn.ReLU(),
             nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
             nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(),
@@ -82,7 +83,7 @@ class QNetwork(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: [N, 4, 84, 84] uint8 -> Q-values [N, A]."""
-        return self.network(x / 255.0)
+        return self.network(x)  # FrameNet: x / 255.0 first
 
     def act(self, x: torch.Tensor, greedy: bool = False) -> torch.Tensor:
         """x: [N, 4, 84, 84] uint8 -> actions [N]: argmax when greedy, else epsilon-greedy at EVAL_EPSILON."""
@@ -103,9 +104,10 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     envs = run.make_env(args.num_envs, num_threads=args.num_threads, **TRAIN_ENV_KWARGS)
     frame_shape = envs.single_observation_space.shape  # (1, 84, 84)
     obs_space = gym.spaces.Box(0, 255, (STACK * frame_shape[0], *frame_shape[1:]), np.uint8)
-    q_network = make_agent(args, obs_space, envs.single_action_space).to(device)
+    speed = {"channels_last": args.channels_last, "bf16": args.bf16}  # the CNNs' CPU speed options (off by default)
+    q_network = set_speed(make_agent(args, obs_space, envs.single_action_space).to(device), **speed)
     optimizer = torch.optim.Adam(q_network.parameters(), lr=args.learning_rate)
-    target_network = make_agent(args, obs_space, envs.single_action_space).to(device)
+    target_network = set_speed(make_agent(args, obs_space, envs.single_action_space).to(device), **speed)
     target_network.load_state_dict(q_network.state_dict())
     run.track(models={"agent": q_network, "target": target_network}, optimizers={"optimizer": optimizer},
               env_kwargs=TRAIN_ENV_KWARGS, eval_env_kwargs=EVAL_ENV_KWARGS)  # fmt: skip

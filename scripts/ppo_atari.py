@@ -38,7 +38,7 @@ import torch
 import rlfast
 from rlfast.algos.atari_stats import GameStats
 from rlfast.algos.config import parse_or_resume
-from rlfast.algos.nets import NatureCNNAgent
+from rlfast.algos.nets import NatureCNNAgent, set_speed
 from rlfast.algos.ppo import PPOArgs, Rollout, anneal_lr, learn, minibatch_loss
 from rlfast.algos.run import Run, fail
 
@@ -125,6 +125,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     obs_space = gym.spaces.Box(0, 255, (STACK * frame_shape[0], *frame_shape[1:]), np.uint8)
     num_actions = int(parts[0].pool.single_action_space.n)
     agent = make_agent(args, obs_space, parts[0].pool.single_action_space).to(device)
+    set_speed(agent, args.channels_last, args.bf16)  # CPU speed options of the CNN (off by default)
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     run.track(models={"agent": agent}, optimizers={"optimizer": optimizer}, env_kwargs=TRAIN_ENV_KWARGS,
               eval_env_kwargs=EVAL_ENV_KWARGS)  # fmt: skip

@@ -54,6 +54,7 @@ import rlfast
 from rlfast.algos import distributed
 from rlfast.algos.checkpoint import CheckpointSchedule, make_checkpoint, restore, save_checkpoint
 from rlfast.algos.distributed import World
+from rlfast.algos.nets import native_bf16
 from rlfast.algos.profiling import SectionTimer
 from rlfast.algos.runlog import RunLog, run_dir_name
 
@@ -76,6 +77,12 @@ class RunArgs:
     """torch.compile the policy forward and the loss"""
     cudagraphs: bool = False
     """CUDA graphs for inference and the loss (torch.compile mode="reduce-overhead"; implies --compile; needs CUDA)"""
+    channels_last: bool = False
+    """Atari (Nature CNN) trainers: keep the CNN's weights and activations channels-last (NHWC), which oneDNN's
+    CPU convolutions run faster (nets.FrameNet)"""
+    bf16: bool = False
+    """Atari (Nature CNN) trainers: run the CNN under a bfloat16 autocast, its output and the losses float32
+    (fast on a CPU with AVX512-BF16 or AMX and on bf16 GPUs; elsewhere emulated and slower: a note says so)"""
     config: Optional[str] = None
     """a TOML preset (configs/*.toml) whose keys are these fields; the command line overrides it"""
     resume: Optional[str] = None
@@ -233,6 +240,9 @@ class Run:
                                    else "cuda" if cuda else "cpu")  # fmt: skip
         if cuda and self.world.distributed:
             torch.cuda.set_device(self.device)
+        if args.bf16 and not native_bf16(self.device) and self.world.is_main:
+            print(f"note: --bf16 on {self.device.type}, which has no native bfloat16 (AVX512-BF16 / AMX): it is "
+                  "emulated and slower than float32", flush=True)  # fmt: skip
         distributed.init_process_group(self.world, self.device)
         self.env_shard = self.world.shard(args.num_envs)
         """this rank's envs among all ranks' (all of them in one process)"""

@@ -141,3 +141,13 @@ def test_compile_is_the_identity_unless_asked(tmp_path):
         return x + 1
 
     assert run.compile(f) is f
+
+
+def test_bf16_without_native_support_says_it_is_emulated(tmp_path, capsys):
+    from rlfast.algos.nets import native_bf16
+
+    make_run(tmp_path, bf16=True)
+    note = "note: --bf16 on cpu, which has no native bfloat16"
+    assert (note in capsys.readouterr().out) == (not native_bf16(torch.device("cpu")))
+    make_run(tmp_path)
+    assert "--bf16" not in capsys.readouterr().out
