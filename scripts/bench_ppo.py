@@ -15,6 +15,9 @@ Contenders:
   rlfast          scripts/ppo_atari.py: rlfast's C++ pool (newest frame only, stacks on the device),
                   uint8 rollout storage, actions back through a pinned buffer, no per-step host reads
   rlfast-overlap  the same with --overlap (two half pools; one steps while the policy acts on the other)
+  rlfast...+OPT   either of the two with ppo_atari.py's speed options, one or more: +cl (--channels-last),
+                  +compile (--compile), +bf16 (--bf16), e.g. ``rlfast+cl+compile``; the first iteration,
+                  where torch.compile compiles, is the unmeasured warm-up
   cleanrl         CleanRL's ppo_atari_envpool.py loop on EnvPool (needs ``pip install envpool``), as
                   written there: numpy observations converted with ``torch.Tensor(obs).to(device)``
                   every step, float32 rollout storage, ``action.cpu().numpy()``, a per-env Python loop
@@ -47,6 +50,8 @@ from rlfast.algos.runlog import RunLog
 
 SCRIPTS = Path(__file__).resolve().parent
 CONTENDERS = ("rlfast", "rlfast-overlap", "cleanrl")
+OPTIONS = {"cl": "--channels-last", "compile": "--compile", "bf16": "--bf16"}
+"""``+name`` suffixes of an rlfast contender and the ppo_atari.py flags they add"""
 SECTIONS = ("env", "inference", "train", "other")
 
 
@@ -63,7 +68,8 @@ class Args:
     rounds: int = 1
     """runs of every contender, interleaved; the best SPS is kept"""
     contenders: tuple[str, ...] = ("rlfast", "cleanrl")
-    """which contenders to run, in this order (rlfast, rlfast-overlap, cleanrl)"""
+    """which contenders to run, in this order (rlfast, rlfast-overlap, cleanrl; rlfast ones with +cl, +compile,
+    +bf16 suffixes: see the module docstring)"""
     cuda: bool = True
     """train on CUDA when it is available (both contenders alike)"""
     torch_threads: Optional[int] = None
@@ -200,9 +206,16 @@ def contender_command(name: str, args: Args, num_envs: int, run_dir: Path) -> li
         return [sys.executable, __file__, "--env-id", args.env_id, "--iterations", str(args.iterations),
                 "--reference-run-dir", str(run_dir), *common]  # fmt: skip
     total = (1 + args.iterations) * num_envs * args.num_steps
+    base, *options = name.split("+")
     return [sys.executable, str(SCRIPTS / "ppo_atari.py"), "--env-id", args.env_id, "--total-timesteps", str(total),
             "--runs-dir", str(run_dir), "--exp-name", "bench", *common,
-            *(["--overlap"] if name == "rlfast-overlap" else ["--no-overlap"])]  # fmt: skip
+            "--overlap" if base == "rlfast-overlap" else "--no-overlap", *(OPTIONS[o] for o in options)]  # fmt: skip
+
+
+def known(name: str) -> bool:
+    """Whether ``name`` is a contender: one of CONTENDERS, an rlfast one with ``+option`` suffixes."""
+    base, *options = name.split("+")
+    return base in CONTENDERS and (not options or base != "cleanrl") and all(o in OPTIONS for o in options)
 
 
 def parse_output(name: str, num_envs: int, stdout: str) -> Result:
@@ -233,22 +246,23 @@ def format_table(args: Args, num_envs: int, results: dict[str, Result], device: 
     base = results.get("cleanrl")
     head = (f"{args.env_id} PPO, {num_envs} envs x {args.num_steps} steps, {device}, {os.cpu_count()} cores, "
             f"best of {args.rounds} x {args.iterations} measured iterations")  # fmt: skip
-    header = f"{'contender':<16}{'SPS':>9}{'env':>8}{'infer':>8}{'train':>8}{'other':>8}{'vs cleanrl':>12}"
+    header = f"{'contender':<26}{'SPS':>9}{'env':>8}{'infer':>8}{'train':>8}{'other':>8}{'vs cleanrl':>12}"
     lines = [head, header]
     for name, r in results.items():
         if not r.sps:
-            lines.append(f"{name:<16} {r.note}")
+            lines.append(f"{name:<26} {r.note}")
             continue
         ratio = f"{r.sps / base.sps:.2f}x" if base and base.sps else "-"
         cells = "".join(f"{r.shares[s]:>7.1f}%" for s in SECTIONS)
-        lines.append(f"{name:<16}{r.sps:>9,.0f}{cells}{ratio:>12}")
+        lines.append(f"{name:<26}{r.sps:>9,.0f}{cells}{ratio:>12}")
     return "\n".join(lines)
 
 
 def main(args: Args) -> dict[int, dict[str, Result]]:
-    unknown = [c for c in args.contenders if c not in CONTENDERS]
+    unknown = [c for c in args.contenders if not known(c)]
     if unknown:
-        raise SystemExit(f"error: unknown contender(s) {unknown}; choose from {list(CONTENDERS)}")
+        raise SystemExit(f"error: unknown contender(s) {unknown}; choose from {list(CONTENDERS)}, the rlfast ones "
+                         f"with +option suffixes from {list(OPTIONS)} (e.g. rlfast+cl+compile)")  # fmt: skip
     if args.iterations < 1:
         raise SystemExit(f"error: --iterations must be >= 1 (SPS is measured after the warm-up), got {args.iterations}")
     device = "cuda" if torch.cuda.is_available() and args.cuda else "cpu"

@@ -44,11 +44,31 @@ def test_missing_envpool_skips_the_reference_with_a_note(tmp_path):
     env = {**ENV, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     proc = run_bench(*TINY, "--contenders", "cleanrl", env=env)
     assert proc.returncode == 0, proc.stderr
-    assert "cleanrl          skipped: no envpool here (pip install envpool)" in proc.stdout
+    (line,) = [t for t in proc.stdout.splitlines() if t.startswith("cleanrl ")]
+    assert line.split(None, 1)[1] == "skipped: no envpool here (pip install envpool)"
+
+
+def test_speed_options_are_contenders_of_their_own(tmp_path):
+    out = tmp_path / "ppo.json"
+    proc = run_bench(*TINY, "--contenders", "rlfast", "rlfast+cl", "--json", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    results = json.loads(out.read_text())["results"]["2"]
+    assert list(results) == ["rlfast", "rlfast+cl"] and all(r["sps"] > 0 for r in results.values())
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import bench_ppo
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    args = bench_ppo.Args()
+    cmd = bench_ppo.contender_command("rlfast-overlap+cl+compile", args, 8, tmp_path)
+    assert cmd[-3:] == ["--overlap", "--channels-last", "--compile"] and "--bf16" not in cmd
+    assert "--channels-last" not in bench_ppo.contender_command("rlfast", args, 8, tmp_path)
 
 
 def test_rejects_bad_arguments():
     proc = run_bench("--contenders", "sb3")
     assert proc.returncode != 0 and "unknown contender(s) ['sb3']" in proc.stderr
+    proc = run_bench("--contenders", "rlfast+turbo", "cleanrl+cl", "rlfast+cl")
+    assert proc.returncode != 0 and "unknown contender(s) ['rlfast+turbo', 'cleanrl+cl']" in proc.stderr
     proc = run_bench("--iterations", "0")
     assert proc.returncode != 0 and "--iterations must be >= 1" in proc.stderr
