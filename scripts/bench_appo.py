@@ -8,6 +8,8 @@ Rows, each at ``--num-envs`` envs, ``--env-batch-size`` per recv (async; default
   appo          scripts/appo.py training (subprocess): SPS of its progress line
   ppo           scripts/ppo_atari.py (Atari) or scripts/ppo.py at the same num_envs, rollouts of
                 ``--batch-size / --num-envs`` steps (subprocess)
+  appo+OPT, ppo+OPT  the same with the trainers' speed options: +cl (--channels-last), +compile
+                (--compile), +bf16 (--bf16), one or more, e.g. ``appo+cl`` (scripts/speed_options.py)
 
 The ratios to env-only show where the time goes: sampler-only / env-only is what acting and storage
 cost, appo / sampler-only what the learner takes from the sampler (cores and the GIL, shared by
@@ -38,10 +40,13 @@ import rlfast
 SCRIPTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(SCRIPTS))
 import appo  # noqa: E402 - scripts/appo.py: its Args and agent
+import speed_options  # noqa: E402 - scripts/speed_options.py
 
 from rlfast.algos.appo import Sampler  # noqa: E402
 
 CONTENDERS = ("env-only", "sampler-only", "appo", "ppo")
+TUNABLE = ("appo", "ppo")
+"""the rows that take speed-option suffixes (scripts/speed_options.py)"""
 
 
 @dataclass
@@ -123,7 +128,9 @@ def trainer_sps(name: str, args: Args) -> tuple[float, str]:
     common += ["--num-threads", str(args.num_threads)] if args.num_threads else []
     common += [] if args.cuda else ["--no-cuda"]
     common += ["--torch-threads", str(args.torch_threads)] if args.torch_threads else []
-    if name == "appo":
+    base, flags = speed_options.split(name)
+    common += flags
+    if base == "appo":
         cmd = [str(SCRIPTS / "appo.py"), *common, "--batch-size", str(args.batch_size)]
         cmd += ["--env-batch-size", str(args.env_batch_size)] if args.env_batch_size else []
     else:
@@ -139,9 +146,9 @@ def trainer_sps(name: str, args: Args) -> tuple[float, str]:
 
 
 def main(args: Args) -> dict[str, float]:
-    unknown = [c for c in args.contenders if c not in CONTENDERS]
+    unknown = speed_options.unknown(args.contenders, CONTENDERS, TUNABLE)
     if unknown:
-        raise SystemExit(f"error: unknown contender(s) {unknown}; choose from {list(CONTENDERS)}")
+        raise SystemExit(f"error: unknown contender(s) {unknown}; {speed_options.help_text(CONTENDERS, TUNABLE)}")
     if args.torch_threads:
         torch.set_num_threads(args.torch_threads)
     results: dict[str, float] = {}
@@ -159,11 +166,11 @@ def main(args: Args) -> dict[str, float]:
     device = device_of(args)
     print(f"{args.env_id}, {args.num_envs} envs ({recv_batch(args)} per recv), batch {args.batch_size}, "
           f"{args.steps:,} steps, {device}, {os.cpu_count()} cores")  # fmt: skip
-    print(f"{'row':<14}{'steps/s':>10}{'vs env-only':>13}")
+    print(f"{'row':<20}{'steps/s':>10}{'vs env-only':>13}")
     floor = results.get("env-only")
     for name, sps in results.items():
         ratio = f"{100 * sps / floor:.1f}%" if floor and sps else "-"
-        print(f"{name:<14}{sps:>10,.0f}{ratio:>13}  {notes.get(name, '')}".rstrip())
+        print(f"{name:<20}{sps:>10,.0f}{ratio:>13}  {notes.get(name, '')}".rstrip())
     if args.json:
         payload = {"args": asdict(args), "device": str(device), "cpu_count": os.cpu_count(), "results": results}
         Path(args.json).write_text(json.dumps(payload, indent=2))

@@ -16,6 +16,8 @@ those settings (``--settings ENVSxBATCH ...``) for these contenders, each in a f
                 ``action_space.sample()`` per env, ``.cpu().numpy()`` actions, and nothing overlapped.
                 Its gradient steps follow the same replay ratio; it logs no episodes (which only
                 flatters it). EnvPool's gymnasium API replaces the retired gym one.
+  rlfast+OPT    the same with dqn_atari.py's speed options: +cl (--channels-last), +compile (--compile),
+                +bf16 (--bf16), one or more, e.g. ``rlfast+cl`` (scripts/speed_options.py)
   env-only      rlfast's pool as dqn_atari.py makes it, random actions, no network: the floor
   envpool-only  EnvPool as the cleanrl contender makes it, random actions: its floor
 
@@ -57,7 +59,12 @@ from rlfast.algos.replay import format_bytes
 from rlfast.algos.runlog import RunLog
 
 SCRIPTS = Path(__file__).resolve().parent
+sys.path.insert(0, str(SCRIPTS))
+import speed_options  # noqa: E402 - scripts/speed_options.py
+
 CONTENDERS = ("rlfast", "cleanrl", "env-only", "envpool-only")
+TUNABLE = ("rlfast",)
+"""the contenders that take speed-option suffixes (scripts/speed_options.py)"""
 SECTIONS = ("env", "inference", "train", "other")
 WRITE_UP = {"1x32": (664, 227, "33:27"), "128x32": (5755, 630, "12:08"), "256x128": (6099, 1980, "4:51"),
             "512x256": (6317, 3025, "3:34"), "512x2048": (6427, 4440, "2:29")}  # fmt: skip
@@ -253,7 +260,8 @@ def contender_command(name: str, args: Args, setting: str, run_dir: Path) -> lis
     num_envs, batch_size = parse_setting(setting)
     common = [] if args.cuda else ["--no-cuda"]
     common += ["--torch-threads", str(args.torch_threads)] if args.torch_threads else []
-    if name != "rlfast":
+    base, flags = speed_options.split(name)
+    if base != "rlfast":
         return [sys.executable, __file__, "--env-id", args.env_id, "--steps", str(args.steps),
                 "--learning-starts", str(args.learning_starts), "--replay-ratio", str(args.replay_ratio),
                 "--buffer-size", str(buffer_size(args)), "--iterations", str(args.iterations),
@@ -264,7 +272,7 @@ def contender_command(name: str, args: Args, setting: str, run_dir: Path) -> lis
             "--total-timesteps", str(args.steps), "--learning-starts", str(args.learning_starts),
             "--buffer-size", str(buffer_size(args)), "--num-steps", str(num_steps(args, num_envs)),
             "--seed", str(args.seed), "--runs-dir", str(run_dir), "--exp-name", "bench", "--save-minutes", "0",
-            *common]  # fmt: skip
+            *common, *flags]  # fmt: skip
 
 
 def read_result(name: str, setting: str, args: Args, run_dir: Path, stdout: str) -> Result:
@@ -315,31 +323,31 @@ def format_table(args: Args, setting: str, results: dict[str, Result], device: t
     num_envs, batch = parse_setting(setting)
     head = (f"{args.env_id} DQN, {num_envs} envs, batch {batch}, {args.steps:,} steps (learning from "
             f"{args.learning_starts:,}), replay ratio {args.replay_ratio:g}, {device}, {os.cpu_count()} cores")
-    header = (f"{'contender':<14}{'play fps':>10}{'train fps':>11}{'total':>10}{'replay':>11}"
+    header = (f"{'contender':<22}{'play fps':>10}{'train fps':>11}{'total':>10}{'replay':>11}"
               + "".join(f"{s[:5]:>8}" for s in SECTIONS) + f"{'vs cleanrl':>12}{'vs floor':>10}")  # fmt: skip
     lines = [head, header]
     base, floor = results.get("cleanrl"), results.get("env-only")
     for name, r in results.items():
         if not r.total_s:
-            lines.append(f"{name:<14} {r.note}")
+            lines.append(f"{name:<22} {r.note}")
             continue
         vs_base = f"{base.total_s / r.total_s:.2f}x" if base and base.total_s else "-"
         vs_floor = f"{r.total_s / floor.total_s:.2f}x" if floor and floor.total_s else "-"
         play = f"{r.play_fps:,.0f}" if r.play_fps else "-"
         train = f"{r.train_fps:,.0f}" if r.train_fps else "-"
         cells = "".join(f"{r.shares[s]:>7.1f}%" for s in SECTIONS)
-        lines.append(f"{name:<14}{play:>10}{train:>11}{format_minutes(r.total_s):>10}{r.memory:>11}{cells}"
+        lines.append(f"{name:<22}{play:>10}{train:>11}{format_minutes(r.total_s):>10}{r.memory:>11}{cells}"
                      f"{vs_base:>12}{vs_floor:>10}")  # fmt: skip
     if setting in WRITE_UP:
         play, train, total = WRITE_UP[setting]
-        lines.append(f"{'write-up':<14}{play:>10,}{train:>11,}{total:>10}  (EnvPool + GPU replay, 4 cores + GPU)")
+        lines.append(f"{'write-up':<22}{play:>10,}{train:>11,}{total:>10}  (EnvPool + GPU replay, 4 cores + GPU)")
     return "\n".join(lines)
 
 
 def main(args: Args) -> dict[str, dict[str, Result]]:
-    unknown = [c for c in args.contenders if c not in CONTENDERS]
+    unknown = speed_options.unknown(args.contenders, CONTENDERS, TUNABLE)
     if unknown:
-        raise SystemExit(f"error: unknown contender(s) {unknown}; choose from {list(CONTENDERS)}")
+        raise SystemExit(f"error: unknown contender(s) {unknown}; {speed_options.help_text(CONTENDERS, TUNABLE)}")
     for setting in args.settings:
         num_envs, batch = parse_setting(setting)
         if args.learning_starts < batch or args.learning_starts >= args.steps:

@@ -49,9 +49,12 @@ from rlfast.algos.profiling import SectionTimer
 from rlfast.algos.runlog import RunLog
 
 SCRIPTS = Path(__file__).resolve().parent
+sys.path.insert(0, str(SCRIPTS))
+import speed_options  # noqa: E402 - scripts/speed_options.py
+
 CONTENDERS = ("rlfast", "rlfast-overlap", "cleanrl")
-OPTIONS = {"cl": "--channels-last", "compile": "--compile", "bf16": "--bf16"}
-"""``+name`` suffixes of an rlfast contender and the ppo_atari.py flags they add"""
+TUNABLE = ("rlfast", "rlfast-overlap")
+"""the contenders that take speed-option suffixes (scripts/speed_options.py)"""
 SECTIONS = ("env", "inference", "train", "other")
 
 
@@ -206,16 +209,10 @@ def contender_command(name: str, args: Args, num_envs: int, run_dir: Path) -> li
         return [sys.executable, __file__, "--env-id", args.env_id, "--iterations", str(args.iterations),
                 "--reference-run-dir", str(run_dir), *common]  # fmt: skip
     total = (1 + args.iterations) * num_envs * args.num_steps
-    base, *options = name.split("+")
+    base, flags = speed_options.split(name)
     return [sys.executable, str(SCRIPTS / "ppo_atari.py"), "--env-id", args.env_id, "--total-timesteps", str(total),
             "--runs-dir", str(run_dir), "--exp-name", "bench", *common,
-            "--overlap" if base == "rlfast-overlap" else "--no-overlap", *(OPTIONS[o] for o in options)]  # fmt: skip
-
-
-def known(name: str) -> bool:
-    """Whether ``name`` is a contender: one of CONTENDERS, an rlfast one with ``+option`` suffixes."""
-    base, *options = name.split("+")
-    return base in CONTENDERS and (not options or base != "cleanrl") and all(o in OPTIONS for o in options)
+            "--overlap" if base == "rlfast-overlap" else "--no-overlap", *flags]  # fmt: skip
 
 
 def parse_output(name: str, num_envs: int, stdout: str) -> Result:
@@ -259,10 +256,9 @@ def format_table(args: Args, num_envs: int, results: dict[str, Result], device: 
 
 
 def main(args: Args) -> dict[int, dict[str, Result]]:
-    unknown = [c for c in args.contenders if not known(c)]
+    unknown = speed_options.unknown(args.contenders, CONTENDERS, TUNABLE)
     if unknown:
-        raise SystemExit(f"error: unknown contender(s) {unknown}; choose from {list(CONTENDERS)}, the rlfast ones "
-                         f"with +option suffixes from {list(OPTIONS)} (e.g. rlfast+cl+compile)")  # fmt: skip
+        raise SystemExit(f"error: unknown contender(s) {unknown}; {speed_options.help_text(CONTENDERS, TUNABLE)}")
     if args.iterations < 1:
         raise SystemExit(f"error: --iterations must be >= 1 (SPS is measured after the warm-up), got {args.iterations}")
     device = "cuda" if torch.cuda.is_available() and args.cuda else "cpu"

@@ -5,9 +5,10 @@ import pytest
 
 def test_all_rows_side_by_side(capsys, load_script):
     bench = load_script("bench_appo.py")
+    rows = (*bench.CONTENDERS, "appo+cl")  # a speed option reaches the trainer (a no-op for CartPole's MLP)
     results = bench.main(bench.Args(env_id="CartPole-v1", num_envs=8, batch_size=64, steps=2048, cuda=False,
-                                    torch_threads=1))  # fmt: skip
-    assert list(results) == ["env-only", "sampler-only", "appo", "ppo"]
+                                    torch_threads=1, contenders=rows))  # fmt: skip
+    assert list(results) == ["env-only", "sampler-only", "appo", "ppo", "appo+cl"]
     assert all(v > 0 for v in results.values()), results
     assert results["env-only"] > results["sampler-only"]  # acting and storing cost something
     out = capsys.readouterr().out

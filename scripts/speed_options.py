@@ -1,0 +1,29 @@
+"""The Atari trainers' CPU speed options as benchmark contender suffixes, shared by bench_ppo.py,
+bench_dqn.py and bench_appo.py: ``rlfast+cl+compile`` is the ``rlfast`` contender run with
+``--channels-last --compile``, so each option (and each combination) gets its own row beside the
+reference in one run."""
+
+OPTIONS = {"cl": "--channels-last", "compile": "--compile", "bf16": "--bf16"}
+"""suffix -> the trainer flag it adds (see RunArgs in rlfast/algos/run.py)"""
+
+
+def split(name: str) -> tuple[str, list[str]]:
+    """``"rlfast+cl+compile"`` -> ``("rlfast", ["--channels-last", "--compile"])``; KeyError for an unknown suffix."""
+    base, *options = name.split("+")
+    return base, [OPTIONS[o] for o in options]
+
+
+def unknown(names: tuple[str, ...], plain: tuple[str, ...], tunable: tuple[str, ...]) -> list[str]:
+    """The contender names that are neither one of ``plain`` nor one of ``tunable`` with known ``+option``s."""
+    bad = []
+    for name in names:
+        base, *options = name.split("+")
+        ok = base in plain and not options or base in tunable and all(o in OPTIONS for o in options)
+        bad += [] if ok else [name]
+    return bad
+
+
+def help_text(plain: tuple[str, ...], tunable: tuple[str, ...]) -> str:
+    """The error line's list of choices."""
+    return (f"choose from {list(plain)}; {', '.join(tunable)} also with +option suffixes from {list(OPTIONS)} "
+            f"(e.g. {tunable[0]}+cl+compile)")  # fmt: skip
