@@ -29,7 +29,7 @@ The run layer (``rlfast/algos/run.py``) does what every trainer does alike.
 
 import sys
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 import gymnasium as gym
 import numpy as np
@@ -38,8 +38,11 @@ from torch import nn
 
 from rlfast.algos.config import parse_or_resume
 from rlfast.algos.continuous import ObsRewardNormalizer, diag_normal
+from rlfast.algos.distributed import World
+from rlfast.algos.gae import gae
 from rlfast.algos.nets import tanh_mlp
-from rlfast.algos.ppo import PPOArgs, Rollout, anneal_lr, learn, minibatch_loss
+from rlfast.algos.ppo import (LOSS_NAMES, PPOArgs, PPOLoss, Rollout, adapt_lr, anneal_lr, explained_variance,
+                              normalize_advantages, ppo_loss)  # fmt: skip
 from rlfast.algos.run import Run, fail
 
 SCRIPT = "ppo_continuous.py"
@@ -150,6 +153,58 @@ def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> Age
     return Agent(int(np.prod(obs_space.shape)), action_space, args.hidden_size, args.obs_clip, args.init_logstd)
 
 
+def minibatch_loss(agent: Agent, args: Args, mb: dict[str, torch.Tensor]) -> PPOLoss:
+    """PPO's loss on one minibatch (rows of ``Rollout.batch``, advantages already normalized)."""
+    _, newlogprob, entropy, newvalue = agent.get_action_and_value(mb["obs"], mb["actions"])
+    return ppo_loss(newlogprob, mb["logprobs"], mb["advantages"], newvalue, mb["values"], mb["returns"], entropy,
+                    clip_coef=args.clip_coef, ent_coef=args.ent_coef, vf_coef=args.vf_coef, clip_vloss=args.clip_vloss,
+                    kl_coef=args.kl_coef, norm_adv=False)  # fmt: skip
+
+
+def update(agent: Agent, optimizer: torch.optim.Optimizer, loss_fn: Callable[..., PPOLoss], rollout: Rollout,
+           next_obs: torch.Tensor, next_done: torch.Tensor, next_terminated: torch.Tensor, args: Args,
+           world: World = World()) -> dict[str, float]:  # fmt: skip
+    """One iteration's update, CleanRL's: GAE advantages, then ``update_epochs`` passes of shuffled minibatches.
+    ``loss_fn`` is ``minibatch_loss`` (maybe compiled). With ``--bootstrap-truncated`` GAE tells terminations
+    (``rollout.terminations``, ``next_terminated``) from time limits. Under torchrun a minibatch is global:
+    ``world`` gives this rank's rows of it and their share, and sums the gradients (rlfast/algos/distributed.py)."""
+    bootstrap = (rollout.terminations, next_terminated) if args.bootstrap_truncated else ()
+    with torch.no_grad():
+        next_value = agent.get_value(next_obs)
+        advantages, returns = gae(rollout.rewards, rollout.values, rollout.dones, next_value, next_done, args.gamma,
+                                  args.gae_lambda, *bootstrap)  # fmt: skip
+    batch = rollout.batch(advantages, returns)
+    rows = advantages.numel() * world.world_size
+    size = rows // args.num_minibatches
+    stats = []
+    for _ in range(args.update_epochs):
+        perm = torch.randperm(rows, device=advantages.device)
+        for mb_rows, share in world.minibatches(perm, size, num_envs=advantages.shape[1]):
+            mb = {key: v[mb_rows] for key, v in batch.items()}
+            if args.norm_adv:  # per minibatch, as CleanRL (over all ranks' rows of it)
+                adv = mb["advantages"]
+                mb["advantages"] = normalize_advantages(adv, mean_std=world.mean_std(adv, size))
+            optimizer.zero_grad(set_to_none=True)
+            mb_stats = torch.zeros(len(LOSS_NAMES), device=advantages.device)
+            if share > 0:  # a rank may hold none of a minibatch's rows (torchrun)
+                out = loss_fn(agent, args, mb)
+                (out.loss * share).backward()
+                mb_stats = torch.stack(out[1:]).detach() * share
+            world.sync_grads(agent.parameters())
+            nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+            optimizer.step()
+            stats.append(mb_stats)
+        kl = torch.stack(stats[-args.num_minibatches :])[:, LOSS_NAMES.index("approx_kl")]
+        if args.kl_adaptive_lr is not None:  # rl_games: the rate follows the epoch's mean KL
+            adapt_lr(optimizer, world.sum(kl.mean()).item(), args.kl_adaptive_lr, args.lr_max)
+        if args.target_kl is not None and world.sum(kl[-1].clone()).item() > args.target_kl:
+            break  # CleanRL's early stop on the last minibatch's KL
+    losses = world.sum(torch.stack(stats).mean(0)).tolist()
+    explained = explained_variance(batch["values"], batch["returns"], world).item()
+    scalars = {f"losses/{k}": v for k, v in zip(LOSS_NAMES, losses)}
+    return {"charts/learning_rate": optimizer.param_groups[0]["lr"], **scalars, "losses/explained_variance": explained}
+
+
 def main(args: Args, ckpt: Optional[dict] = None) -> int:
     run = Run(args, SCRIPT, ckpt, iterations=args.num_iterations, steps_per_iteration=args.batch_size,
               families=("mujoco", "classic_control"), data_parallel=True)  # fmt: skip
@@ -161,7 +216,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     obs_shape, action_shape = envs.single_observation_space.shape, envs.single_action_space.shape
     norm = ObsRewardNormalizer(obs_shape, run.local_num_envs, args.gamma, args.obs_clip, args.reward_clip, device,
-                               reduce=run.all_reduce_sum if run.world.distributed else None)  # fmt: skip
+                               world=run.world)  # fmt: skip
     run.track(models={"agent": agent}, optimizers={"optimizer": optimizer}, normalizers=norm.normalizers())
     if run.resumed:
         norm.new_episodes()  # the statistics carry over; the envs' discounted returns start again
@@ -199,8 +254,8 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
                     rollout.store_episodes(step, terminated, truncated, info)
 
             with timer("train"):
-                scalars = learn(agent, optimizer, loss_fn, rollout, next_obs, next_done, args, run.world, run.comm,
-                                next_terminated)  # fmt: skip
+                scalars = update(agent, optimizer, loss_fn, rollout, next_obs, next_done, next_terminated, args,
+                                 run.world)  # fmt: skip
             run.end_iteration(args.batch_size, scalars, rollout.episodes)
     return run.exit_code
 

@@ -15,10 +15,11 @@ statistics, which follow gymnasium's vector wrappers under next-step autoreset:
 """
 
 import math
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import torch
 
+from rlfast.algos.distributed import World
 from rlfast.algos.normalize import ObsNormalizer, RewardScaler
 
 _LOG_SQRT_2PI = math.log(math.sqrt(2 * math.pi))
@@ -69,13 +70,13 @@ class ObsRewardNormalizer:
         obs_clip: float = 10.0,
         reward_clip: float = 10.0,
         device: Optional[torch.device | str] = None,
-        reduce: Optional[Callable[[torch.Tensor], torch.Tensor]] = None,
+        world: World = World(),
     ) -> None:
-        """``num_envs``: this rank's envs; ``reduce``: sums over the ranks (``Run.all_reduce_sum``), so the
-        statistics are those of every rank's envs (None: one process)."""
+        """``num_envs``: this rank's envs; under torchrun (``world``) the statistics are those of every rank's
+        envs (sums over the ranks, ``World.sum``)."""
         self.obs = ObsNormalizer(obs_shape, dtype=torch.float64, device=device)
         self.reward = RewardScaler(num_envs, gamma=gamma, device=device)
-        self.obs.rms.reduce = self.reward.rms.reduce = reduce
+        self.obs.rms.reduce = self.reward.rms.reduce = world.sum if world.distributed else None
         self.num_envs = num_envs
         self.obs_clip = obs_clip
         self.reward_clip = reward_clip

@@ -3,16 +3,19 @@
     torchrun --nproc_per_node 2 scripts/ppo.py --num-envs 8          # 2 ranks x 4 envs, same learning as 1 x 8
 
 Every rank owns an env pool with its share of the envs (``World.shard``) and its own copy of the
-model; what keeps the copies identical is written here and used by the run layer and the PPO update:
+model. ``World`` is the only data-parallel interface the trainers see: rank, world size and local
+(per machine) rank/size from torchrun's environment, and the few collectives that keep the copies
+identical, each a no-op (or the identity) in the world of one process without torchrun, so the
+update code calls them and never tests the world size:
 
-- ``World``: rank, world size and local (per machine) rank/size from torchrun's environment; one process
-  without torchrun is the world of one, for which every function below is a no-op.
-- ``init_process_group``: NCCL between GPUs, gloo on CPU; the rank's GPU is ``cuda:LOCAL_RANK``.
-- ``all_reduce_gradients``: sums every gradient across ranks in one flat buffer (the PPO loss is
-  scaled so that the sum is the gradient of the global minibatch's mean).
-- ``all_reduce_sum``, ``broadcast_flag``, ``gather_columns``: the small collectives of the update's
-  statistics, the early-stop decisions and the episode log.
-- ``check_in_sync``: a checksum of the parameters compared across ranks after every update.
+- ``world.minibatches(perm, size, num_envs)``: this rank's rows of each global minibatch and their share;
+- ``world.sync_grads(params)``: every gradient summed over the ranks (one flat collective);
+- ``world.sum(t)``, ``world.mean_std(x, n)``: sums and a global minibatch's statistics;
+- ``world.broadcast(flag)``, ``world.gather_columns(...)``, ``world.check_in_sync(params)``: rank 0's
+  decisions, the episode log in global env order, and a checksum of the copies after every update.
+
+Every collective runs in ``world.comm()``, the profiler section the run layer gives it ("all_reduce").
+``init_process_group`` joins the ranks: NCCL between GPUs, gloo on CPU; the rank's GPU is ``cuda:LOCAL_RANK``.
 
 Sameness across world sizes comes from symmetry: every rank seeds torch, numpy and random with the
 global seed and makes every random draw at the global batch's size (the action noise of all envs,
@@ -22,8 +25,9 @@ lockstep, and a run on W ranks draws exactly the numbers one process would.
 
 import datetime
 import os
-from dataclasses import dataclass
-from typing import Iterable, Optional, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from typing import Callable, ContextManager, Iterable, Iterator, Optional, Sequence
 
 import torch
 import torch.distributed as dist
@@ -37,6 +41,8 @@ class World:
     world_size: int = 1
     local_rank: int = 0
     local_world_size: int = 1
+    comm: Callable[[], ContextManager] = field(default=nullcontext, compare=False, repr=False)
+    """the profiler section the collectives run in (``Run`` gives its "all_reduce" timer section)"""
 
     @classmethod
     def from_env(cls, environ: Optional[dict] = None) -> "World":
@@ -77,6 +83,103 @@ class World:
         """This rank's share of the machine's cores (at least 1): its ranks split them evenly."""
         return max((cores or os.cpu_count() or 1) // self.local_world_size, 1)
 
+    # The collectives: the identity in one process.
+
+    def sum(self, t: torch.Tensor) -> torch.Tensor:
+        """``t`` summed over the ranks (in place; returned)."""
+        if self.distributed:
+            with self.comm():
+                dist.all_reduce(t)
+        return t
+
+    def sync_grads(self, params: Iterable[torch.Tensor]) -> None:
+        """Replaces every parameter's gradient by its sum over the ranks (one collective over a flat buffer;
+        a parameter without a gradient counts as zeros). The loss of each rank's rows is weighted by their
+        share of the global minibatch, so the sum is the gradient of the global minibatch's mean."""
+        if not self.distributed:
+            return
+        params = [p for p in params if p.requires_grad]
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        with self.comm():
+            dist.all_reduce(flat)
+        offset = 0
+        for p, g in zip(params, grads):
+            n = g.numel()
+            p.grad = flat[offset : offset + n].view_as(g)
+            offset += n
+
+    def minibatches(
+        self, perm: torch.Tensor, size: int, num_envs: Optional[int] = None
+    ) -> Iterator[tuple[torch.Tensor, float]]:
+        """(this rank's rows of each global minibatch of ``size`` rows of ``perm``, their share of it).
+
+        ``perm`` permutes the rows of the whole rollout, [T, num_envs x world_size] flattened, every rank
+        drawing the same one; a rank holds rows [T, num_envs] of its own envs. In one process: consecutive
+        slices of ``perm``, share 1. A rank may own none of a minibatch's rows (share 0): it still takes
+        part in the minibatch's collectives."""
+        if not self.distributed:
+            for start in range(0, perm.numel() - size + 1, size):
+                yield perm[start : start + size], 1.0
+            return
+        if num_envs is None:
+            raise ValueError("a data-parallel update needs num_envs, this rank's number of envs")
+        envs = num_envs * self.world_size
+        step, env = perm // envs, perm % envs - self.rank * num_envs
+        mine = (env >= 0) & (env < num_envs)
+        which = torch.arange(perm.numel(), device=perm.device) // size
+        rows, which = (step * num_envs + env)[mine], which[mine]
+        counts = torch.bincount(which, minlength=perm.numel() // size)[: perm.numel() // size].tolist()
+        for chunk, count in zip(rows.split(counts), counts):
+            yield chunk, count / size
+
+    def mean_std(self, x: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mean and (unbiased) std of the ``n`` values that ``x`` holds this rank's share of: ``x.mean()``
+        and ``x.std()`` in one process; over the ranks from float64 sums otherwise."""
+        if not self.distributed:
+            return x.mean(), x.std()
+        sums = self.sum(torch.stack([x.double().sum(), x.double().square().sum()]))
+        mean = sums[0] / n
+        std = ((sums[1] - n * mean * mean) / max(n - 1, 1)).clamp(min=0).sqrt()
+        return mean.to(x.dtype), std.to(x.dtype)
+
+    def broadcast(self, flag: bool, device: torch.device) -> bool:
+        """Rank 0's ``flag`` on every rank: decisions only rank 0 can make (e.g. --target-return reached)."""
+        if not self.distributed:
+            return flag
+        t = torch.tensor([int(flag)], device=device)
+        with self.comm():
+            dist.broadcast(t, 0)
+        return bool(t.item())
+
+    def gather_columns(self, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        """Each [T, B_local] tensor concatenated over the ranks along dim 1, in rank order: [T, B_global]
+        (the global env order). On every rank; bool tensors travel as uint8."""
+        if not self.distributed:
+            return list(tensors)
+        out = []
+        for t in tensors:
+            wire = t.to(torch.uint8) if t.dtype == torch.bool else t
+            parts = [torch.empty_like(wire) for _ in range(self.world_size)]
+            with self.comm():
+                dist.all_gather(parts, wire.contiguous())
+            out.append(torch.cat(parts, dim=1).to(t.dtype))
+        return out
+
+    def check_in_sync(self, params: Iterable[torch.Tensor], what: str = "parameters") -> None:
+        """Raises OutOfSync on every rank unless every rank's ``params`` have the same checksum as rank 0's
+        (ranks apply the same summed gradients with the same optimizer, so the copies are bit-identical)."""
+        if not self.distributed:
+            return
+        mine = parameter_checksum(params)
+        sums = [torch.empty_like(mine) for _ in range(self.world_size)]
+        with self.comm():
+            dist.all_gather(sums, mine)
+        bad = [r for r, s in enumerate(sums) if not torch.equal(s, sums[0])]
+        if bad:
+            raise OutOfSync(f"the {what} of rank(s) {bad} differ from rank 0's (checksums "
+                            f"{[s.tolist() for s in sums]})")  # fmt: skip
+
 
 def init_process_group(world: World, device: torch.device, timeout_s: float = 600.0) -> None:
     """Joins the ranks (NCCL for CUDA devices, gloo otherwise) when ``world`` has more than one."""
@@ -92,52 +195,6 @@ def destroy_process_group() -> None:
         dist.destroy_process_group()
 
 
-def all_reduce_gradients(params: Iterable[torch.Tensor], world: World) -> None:
-    """Replaces every parameter's gradient by its sum over the ranks (one collective over a flat buffer).
-    A parameter without a gradient counts as zeros."""
-    if not world.distributed:
-        return
-    params = [p for p in params if p.requires_grad]
-    grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
-    flat = torch.cat([g.reshape(-1) for g in grads])
-    dist.all_reduce(flat)
-    offset = 0
-    for p, g in zip(params, grads):
-        n = g.numel()
-        p.grad = flat[offset : offset + n].view_as(g)
-        offset += n
-
-
-def all_reduce_sum(t: torch.Tensor, world: World) -> torch.Tensor:
-    """``t`` summed over the ranks (in place; returned)."""
-    if world.distributed:
-        dist.all_reduce(t)
-    return t
-
-
-def broadcast_flag(flag: bool, world: World, device: torch.device) -> bool:
-    """Rank 0's ``flag`` on every rank: decisions only rank 0 can make (e.g. --target-return reached)."""
-    if not world.distributed:
-        return flag
-    t = torch.tensor([int(flag)], device=device)
-    dist.broadcast(t, 0)
-    return bool(t.item())
-
-
-def gather_columns(tensors: Sequence[torch.Tensor], world: World) -> list[torch.Tensor]:
-    """Each [T, B_local] tensor concatenated over the ranks along dim 1, in rank order: [T, B_global]
-    (the global env order). On every rank; bool tensors travel as uint8."""
-    if not world.distributed:
-        return list(tensors)
-    out = []
-    for t in tensors:
-        wire = t.to(torch.uint8) if t.dtype == torch.bool else t
-        parts = [torch.empty_like(wire) for _ in range(world.world_size)]
-        dist.all_gather(parts, wire.contiguous())
-        out.append(torch.cat(parts, dim=1).to(t.dtype))
-    return out
-
-
 def parameter_checksum(params: Iterable[torch.Tensor]) -> torch.Tensor:
     """[2] float64: sum and sum of absolute values of every parameter (bit-identical copies, equal sums)."""
     flat = torch.cat([p.detach().reshape(-1).double() for p in params])
@@ -146,17 +203,3 @@ def parameter_checksum(params: Iterable[torch.Tensor]) -> torch.Tensor:
 
 class OutOfSync(RuntimeError):
     """The ranks' parameters differ: the data-parallel update did not keep the copies identical."""
-
-
-def check_in_sync(params: Iterable[torch.Tensor], world: World, what: str = "parameters") -> None:
-    """Raises OutOfSync on every rank unless every rank's ``params`` have the same checksum as rank 0's
-    (ranks apply the same summed gradients with the same optimizer, so the copies are bit-identical)."""
-    if not world.distributed:
-        return
-    mine = parameter_checksum(params)
-    sums = [torch.empty_like(mine) for _ in range(world.world_size)]
-    dist.all_gather(sums, mine)
-    bad = [r for r, s in enumerate(sums) if not torch.equal(s, sums[0])]
-    if bad:
-        raise OutOfSync(f"the {what} of rank(s) {bad} differ from rank 0's (checksums "
-                        f"{[s.tolist() for s in sums]})")  # fmt: skip

@@ -29,7 +29,7 @@ class RunningMeanStd:
         self.var = torch.ones(shape, dtype=dtype, device=device)
         self.count = torch.tensor(epsilon, dtype=torch.float64, device=device)
         self.reduce: Optional[Callable[[torch.Tensor], torch.Tensor]] = None
-        """Data parallel: sums a float64 tensor over the ranks (``distributed.all_reduce_sum``); each update
+        """Data parallel: sums a float64 tensor over the ranks (``World.sum``); each update
         then adds the batch of every rank, so all ranks keep the statistics one process would."""
 
     def update(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None) -> None:

@@ -1,22 +1,20 @@
-"""PPO (Schulman et al. 2017) as in CleanRL, for the PPO trainers in ``scripts/``.
+"""PPO (Schulman et al. 2017) as in CleanRL: the pure pieces the PPO trainers in ``scripts/`` share.
+Each script holds its own update loop (``update``: GAE, epochs, minibatches, loss, optimizer step).
 
-PPOArgs        CleanRL's PPO hyperparameters on top of the run layer's flags (scripts override defaults)
-Rollout        T x B rollout storage on the training device (episode statistics on the host)
-ppo_loss       clipped surrogate, optionally clipped value loss, entropy bonus, diagnostics
-ppo_update     CleanRL's epochs of shuffled minibatches over a flattened rollout
-learn          one iteration's update: GAE(lambda) over the rollout, then ppo_update; the losses/* scalars
+PPOArgs              CleanRL's PPO hyperparameters on top of the run layer's flags (scripts override defaults)
+Rollout              T x B rollout storage on the training device (episode statistics on the host)
+ppo_loss             clipped surrogate, optionally clipped value loss, entropy bonus, diagnostics (PPOLoss)
+anneal_lr, adapt_lr  CleanRL's linear learning-rate schedule; rl_games' KL-adaptive one
+explained_variance   of the value predictions, over every rank's rows
 """
 
 import math
-from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any, Callable, ContextManager, Iterable, Iterator, Mapping, NamedTuple, Optional, Sequence, Union
+from typing import Any, Mapping, NamedTuple, Optional, Sequence, Union
 
 import torch
-from torch import nn
 
-from rlfast.algos.distributed import World, all_reduce_gradients, all_reduce_sum
-from rlfast.algos.gae import gae
+from rlfast.algos.distributed import World
 from rlfast.algos.run import RunArgs
 
 
@@ -155,7 +153,7 @@ class Rollout:
         return self.ep_done, self.ep_return, self.ep_length
 
     def batch(self, advantages: torch.Tensor, returns: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The rollout flattened to rows [T * B, ...] with its advantages and returns, as ppo_update takes it."""
+        """The rollout flattened to rows [T * B, ...] with its advantages and returns: what the update samples."""
         n = self.rewards.numel()
         return {
             "obs": self.obs.reshape(n, *self.obs.shape[2:]),
@@ -272,95 +270,23 @@ def ppo_loss(
     return PPOLoss(loss, policy_loss, value_loss, entropy_mean, old_approx_kl, approx_kl.detach(), clipfrac)
 
 
-def explained_variance(y_pred: torch.Tensor, y_true: torch.Tensor) -> torch.Tensor:
-    """``1 - Var[y_true - y_pred] / Var[y_true]`` (NaN when ``y_true`` is constant), [N] -> scalar."""
-    var_y = y_true.var()
-    return torch.where(var_y == 0, torch.full_like(var_y, float("nan")), 1 - (y_true - y_pred).var() / var_y)
+def explained_variance(y_pred: torch.Tensor, y_true: torch.Tensor, world: World = World()) -> torch.Tensor:
+    """``1 - Var[y_true - y_pred] / Var[y_true]`` (NaN when ``y_true`` is constant), [N] -> scalar; over every
+    rank's rows under torchrun (from float64 sums)."""
+    if not world.distributed:
+        var_y = y_true.var()
+        return torch.where(var_y == 0, torch.full_like(var_y, float("nan")), 1 - (y_true - y_pred).var() / var_y)
+    y, d = y_true.double(), (y_true - y_pred).double()
+    s = world.sum(torch.stack([torch.tensor(float(y.numel()), dtype=torch.float64, device=y.device),
+                               y.sum(), (y * y).sum(), d.sum(), (d * d).sum()]))  # fmt: skip
+    n = s[0]
+    var_y = (s[2] - s[1] * s[1] / n) / (n - 1)
+    var_d = (s[4] - s[3] * s[3] / n) / (n - 1)
+    return torch.where(var_y == 0, torch.full_like(var_y, float("nan")), 1 - var_d / var_y)
 
 
 LOSS_NAMES = ("policy_loss", "value_loss", "entropy", "old_approx_kl", "approx_kl", "clipfrac")
-"""The PPOLoss fields after ``loss``, in the order ``ppo_update`` returns their means."""
-
-
-def ppo_update(
-    loss_fn: Callable[[dict[str, torch.Tensor]], PPOLoss],
-    optimizer: torch.optim.Optimizer,
-    params: Iterable[torch.Tensor],
-    batch: Mapping[str, torch.Tensor],
-    *,
-    update_epochs: int,
-    num_minibatches: int,
-    max_grad_norm: float,
-    target_kl: Optional[float] = None,
-    kl_adaptive_lr: Optional[float] = None,
-    lr_max: float = 1e-2,
-    norm_adv: bool = False,
-    world: World = World(),
-    num_envs: Optional[int] = None,
-    comm: Callable[[], ContextManager] = nullcontext,
-) -> torch.Tensor:
-    """CleanRL's update: ``update_epochs`` shuffled passes of ``num_minibatches`` Adam steps.
-
-    ``batch`` holds the flattened rollout, every tensor [N, ...] on one device; ``loss_fn``
-    gets the minibatch as the same dict of [N / num_minibatches, ...] rows. With ``norm_adv`` the
-    minibatch's advantages are normalized here (CleanRL's per-minibatch norm_adv: the loss must not
-    normalize again). Gradients are clipped to ``max_grad_norm``; with ``target_kl`` the epochs stop
-    once the last minibatch's approx KL exceeds it; with ``kl_adaptive_lr`` the learning rate follows the
-    epoch's mean approx KL (``adapt_lr``). Either reads the KL back once per epoch, only then.
-    Returns the mean over minibatches of the LOSS_NAMES fields: [6], not read back.
-
-    Data parallel (``world`` of several ranks): ``batch`` is this rank's share, the rows of ``num_envs``
-    envs ([T, num_envs] flattened) of a rollout of ``num_envs x world_size`` envs. Every rank draws the
-    permutation of all rows, and a global minibatch is the rows it picks, wherever they live: each rank
-    computes the loss of its own rows, weighted by their share of the minibatch, and the gradients are
-    summed over the ranks (``comm`` times that); advantage statistics, the KL check and the returned
-    means are reduced likewise. The result is the update one process makes on the whole rollout.
-    """
-    params = list(params)
-    n = next(iter(batch.values())).shape[0]
-    n_global = n * world.world_size
-    size = n_global // num_minibatches
-    if size < 1:
-        raise ValueError(f"batch of {n_global} rows cannot make {num_minibatches} minibatches")
-    device = next(iter(batch.values())).device
-    stats = []
-    for _ in range(update_epochs):
-        perm = torch.randperm(n_global, device=device)
-        minibatches = list(_minibatches(perm, size, world, num_envs))
-        adv_stats = [None] * len(minibatches)  # one process: each minibatch's own statistics
-        if norm_adv and world.distributed:  # over all ranks' rows of each minibatch: one collective per epoch
-            adv_stats = _advantage_stats([batch["advantages"][rows] for rows, _ in minibatches], size, world, comm)
-        for (rows, share), mean_std in zip(minibatches, adv_stats):
-            mb = {key: v[rows] for key, v in batch.items()}
-            if norm_adv:
-                mb["advantages"] = normalize_advantages(mb["advantages"], mean_std=mean_std)
-            optimizer.zero_grad(set_to_none=True)
-            if share > 0:
-                out = loss_fn(mb)
-                (out.loss if share == 1 else out.loss * share).backward()
-                mb_stats = torch.stack([t.detach() for t in out[1:]]) * share
-            else:  # none of this minibatch's rows are on this rank: it only adds zeros
-                mb_stats = torch.zeros(len(LOSS_NAMES), device=device)
-            if world.distributed:
-                with comm():
-                    all_reduce_gradients(params, world)
-            nn.utils.clip_grad_norm_(params, max_grad_norm)
-            optimizer.step()
-            stats.append(mb_stats)
-        if kl_adaptive_lr is not None:
-            epoch_kl = torch.stack(stats[-len(minibatches) :])[:, LOSS_NAMES.index("approx_kl")].mean()
-            with comm():
-                epoch_kl = all_reduce_sum(epoch_kl, world)
-            adapt_lr(optimizer, epoch_kl.item(), kl_adaptive_lr, lr_max)
-        if target_kl is not None:
-            kl = stats[-1][LOSS_NAMES.index("approx_kl")].clone()
-            with comm():
-                kl = all_reduce_sum(kl, world)
-            if kl.item() > target_kl:
-                break
-    means = torch.stack(stats).mean(0)
-    with comm():
-        return all_reduce_sum(means, world)
+"""The PPOLoss fields after ``loss``: the ``losses/*`` scalars the updates log, in this order."""
 
 
 def adapt_lr(optimizer: torch.optim.Optimizer, kl: float, target: float, lr_max: float, lr_min: float = 1e-6) -> None:
@@ -373,111 +299,9 @@ def adapt_lr(optimizer: torch.optim.Optimizer, kl: float, target: float, lr_max:
             group["lr"] = min(group["lr"] * 1.5, lr_max)
 
 
-def _minibatches(
-    perm: torch.Tensor, size: int, world: World, num_envs: Optional[int]
-) -> Iterator[tuple[torch.Tensor, float]]:
-    """(this rank's rows of each global minibatch of ``perm``, their share of its ``size`` rows)."""
-    if not world.distributed:
-        for start in range(0, perm.numel() - size + 1, size):
-            yield perm[start : start + size], 1.0
-        return
-    if num_envs is None:
-        raise ValueError("a data-parallel update needs num_envs, this rank's number of envs")
-    envs = num_envs * world.world_size
-    step, env = perm // envs, perm % envs - world.rank * num_envs
-    mine = (env >= 0) & (env < num_envs)
-    which = torch.arange(perm.numel(), device=perm.device) // size
-    rows, which = (step * num_envs + env)[mine], which[mine]
-    counts = torch.bincount(which, minlength=perm.numel() // size)[: perm.numel() // size].tolist()
-    for chunk, count in zip(rows.split(counts), counts):
-        yield chunk, count / size
-
-
-def _advantage_stats(
-    advs: Sequence[torch.Tensor], size: int, world: World, comm: Callable[[], ContextManager]
-) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """(mean, std) of each minibatch's advantages (``size`` rows over all ranks; this rank's in ``advs``), as
-    ``normalize_advantages`` computes them on the whole minibatch."""
-    sums = torch.stack([torch.stack([a.double().sum(), a.double().square().sum()]) for a in advs])
-    with comm():
-        sums = all_reduce_sum(sums, world)
-    mean = sums[:, 0] / size
-    std = ((sums[:, 1] - size * mean * mean) / max(size - 1, 1)).clamp(min=0).sqrt()
-    return [(m.float(), s.float()) for m, s in zip(mean, std)]
-
-
-def minibatch_loss(agent: nn.Module, args: PPOArgs, mb: dict[str, torch.Tensor]) -> PPOLoss:
-    """The PPO loss of one minibatch (rows [M, ...] of ``Rollout.batch``) for an agent with CleanRL's
-    ``get_action_and_value(obs, actions) -> (actions, logprob, entropy, value)``."""
-    _, newlogprob, entropy, newvalue = agent.get_action_and_value(mb["obs"], mb["actions"])
-    return ppo_loss(
-        newlogprob, mb["logprobs"], mb["advantages"], newvalue, mb["values"], mb["returns"], entropy,
-        clip_coef=args.clip_coef, ent_coef=args.ent_coef, vf_coef=args.vf_coef,
-        clip_vloss=args.clip_vloss, kl_coef=args.kl_coef,
-        norm_adv=False,  # ppo_update normalizes the minibatch (args.norm_adv)
-    )  # fmt: skip
-
-
 def anneal_lr(optimizer: torch.optim.Optimizer, args: PPOArgs, iteration: int) -> None:
     """With ``args.anneal_lr``, sets the learning rate of 1-based ``iteration`` on CleanRL's linear schedule to 0."""
     if args.anneal_lr:
         frac = 1.0 - (iteration - 1.0) / args.num_iterations
         optimizer.param_groups[0]["lr"] = frac * args.learning_rate
 
-
-def learn(
-    agent: nn.Module,
-    optimizer: torch.optim.Optimizer,
-    loss_fn: Callable[[nn.Module, PPOArgs, dict[str, torch.Tensor]], PPOLoss],
-    rollout: Rollout,
-    next_obs: torch.Tensor,
-    next_done: torch.Tensor,
-    args: PPOArgs,
-    world: World = World(),
-    comm: Callable[[], ContextManager] = nullcontext,
-    next_terminated: Optional[torch.Tensor] = None,
-) -> dict[str, float]:
-    """One iteration's update: GAE(``gamma``, ``gae_lambda``) advantages over ``rollout``, bootstrapped from
-    ``agent.get_value(next_obs)`` [B] and ``next_done`` [B], then ``ppo_update`` with ``loss_fn(agent, args,
-    minibatch)`` (``minibatch_loss``, maybe compiled). Returns the ``losses/*`` scalars and
-    ``charts/learning_rate``, read back once. Data parallel: ``rollout`` holds this rank's envs, and
-    ``world`` and ``comm`` go to ``ppo_update`` (``Run.world``, ``Run.comm``). With ``args.bootstrap_truncated``,
-    ``rollout.terminations`` and ``next_terminated`` [B] tell terminations from truncations (``gae``)."""
-    if args.bootstrap_truncated and next_terminated is None:
-        raise ValueError("learn: --bootstrap-truncated needs next_terminated (and rollout.terminations stored)")
-    bootstrap = (rollout.terminations, next_terminated) if args.bootstrap_truncated else ()
-    with torch.no_grad():
-        next_value = agent.get_value(next_obs)
-        advantages, returns = gae(
-            rollout.rewards, rollout.values, rollout.dones, next_value, next_done, args.gamma, args.gae_lambda,
-            *bootstrap,
-        )  # fmt: skip
-    batch = rollout.batch(advantages, returns)
-    stats = ppo_update(
-        lambda mb: loss_fn(agent, args, mb), optimizer, agent.parameters(), batch,
-        update_epochs=args.update_epochs, num_minibatches=args.num_minibatches,
-        max_grad_norm=args.max_grad_norm, target_kl=args.target_kl, kl_adaptive_lr=args.kl_adaptive_lr,
-        lr_max=args.lr_max, norm_adv=args.norm_adv,
-        world=world, num_envs=rollout.rewards.shape[1], comm=comm,
-    ).tolist()  # fmt: skip
-    with comm():
-        explained_var = _explained_variance(batch["values"], batch["returns"], world).item()
-    losses = {f"losses/{k}": v for k, v in zip(LOSS_NAMES, stats)}
-    return {
-        "charts/learning_rate": optimizer.param_groups[0]["lr"],
-        **losses,
-        "losses/explained_variance": explained_var,
-    }
-
-
-def _explained_variance(y_pred: torch.Tensor, y_true: torch.Tensor, world: World) -> torch.Tensor:
-    """``explained_variance`` over every rank's rows."""
-    if not world.distributed:
-        return explained_variance(y_pred, y_true)
-    y, d = y_true.double(), (y_true - y_pred).double()
-    s = all_reduce_sum(torch.stack([torch.tensor(float(y.numel()), dtype=torch.float64, device=y.device),
-                                    y.sum(), (y * y).sum(), d.sum(), (d * d).sum()]), world)  # fmt: skip
-    n = s[0]
-    var_y = (s[2] - s[1] * s[1] / n) / (n - 1)
-    var_d = (s[4] - s[3] * s[3] / n) / (n - 1)
-    return torch.where(var_y == 0, torch.full_like(var_y, float("nan")), 1 - var_d / var_y)

@@ -35,7 +35,6 @@ the checkpoints ``CheckpointSchedule`` asks for and ends the loop at the last it
 ``--target-return`` is reached.
 """
 
-import contextlib
 import dataclasses
 import functools
 import math
@@ -258,6 +257,8 @@ class Run:
         if self.world.distributed:
             sections = (*sections, "all_reduce")
         self.timer = SectionTimer(sections, sync_cuda=args.profile_sync)
+        self.world = dataclasses.replace(self.world, comm=lambda: self.timer("all_reduce"))
+        """this rank's place and the data-parallel collectives, timed as "all_reduce" (no-ops in one process)"""
         self.pools: list[rlfast.EnvPool] = []
         self.log: Optional[RunLog] = None
         self.exit_code = 0
@@ -289,15 +290,6 @@ class Run:
         of every rank, this rank's rows kept. So the actions of env i do not depend on the number of ranks."""
         draw = torch.randn if normal else torch.rand
         return draw((self.args.num_envs, *shape), device=self.device)[self.env_shard]
-
-    def comm(self) -> Any:
-        """The profiler section of the ranks' collectives (``with run.comm():``): "all_reduce" under torchrun."""
-        return self.timer("all_reduce") if self.world.distributed else contextlib.nullcontext()
-
-    def all_reduce_sum(self, t: torch.Tensor) -> torch.Tensor:
-        """``t`` summed over the ranks (timed as "all_reduce"); ``t`` itself in one process."""
-        with self.comm():
-            return distributed.all_reduce_sum(t, self.world)
 
     def make_env(self, num_envs: int, *, seed: Optional[int] = None, **kwargs: Any) -> rlfast.EnvPool:
         """``rlfast.make(--env-id, num_envs, seed=env_seed, **kwargs)``, closed when the run ends. A bad
@@ -432,12 +424,10 @@ class Run:
         first_step = self.global_step
         self.global_step += steps
         world = self.world
-        if world.distributed:  # every rank's episodes, in global env order; parameters still identical
-            with self.comm():
-                if episodes is not None:
-                    episodes = distributed.gather_columns(episodes, world)
-                for name, model in self._state["models"].items():
-                    distributed.check_in_sync(model.parameters(), world, f"{name}'s parameters")
+        if episodes is not None:  # every rank's episodes, in global env order
+            episodes = world.gather_columns(episodes)
+        for name, model in self._state["models"].items():  # the ranks' copies still identical
+            world.check_in_sync(model.parameters(), f"{name}'s parameters")
         reached = False
         if world.is_main:
             if episodes is not None:
@@ -447,7 +437,7 @@ class Run:
             reached = target is not None and self.log.window_full and self.log.mean_return >= target
         else:
             self.timer.end_iteration()
-        reached = distributed.broadcast_flag(reached, world, self.device)
+        reached = world.broadcast(reached, self.device)
         self._finished = self.iteration == self.num_iterations or reached
         if world.is_main:
             self.log.progress(self.global_step, final=self._finished)

@@ -19,7 +19,6 @@ import torch
 
 from rlfast.algos.checkpoint import CheckpointSchedule, load_checkpoint, make_checkpoint, restore, save_checkpoint
 from rlfast.algos.normalize import ObsNormalizer
-from rlfast.algos.ppo import minibatch_loss, ppo_update
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -93,20 +92,16 @@ def test_resumed_update_is_bit_identical_to_uninterrupted(tmp_path):
     ppo = load_ppo_module()
     args = ppo.Args(num_envs=4, num_steps=16, update_epochs=2, num_minibatches=2)
     g = torch.Generator().manual_seed(0)
-    batch = {
-        "obs": torch.randn(args.batch_size, 4, generator=g),
-        "actions": torch.randint(0, 2, (args.batch_size,), generator=g),
-        "logprobs": torch.full((args.batch_size,), -0.69),
-        "advantages": torch.randn(args.batch_size, generator=g),
-        "returns": torch.randn(args.batch_size, generator=g),
-        "values": torch.randn(args.batch_size, generator=g),
-    }
+    rollout = ppo.Rollout(args.num_steps, args.num_envs, (4,))
+    rollout.obs.copy_(torch.randn(rollout.obs.shape, generator=g))
+    rollout.actions.copy_(torch.randint(0, 2, rollout.actions.shape, generator=g))
+    rollout.logprobs.fill_(-0.69)
+    rollout.rewards.copy_(torch.randn(rollout.rewards.shape, generator=g))
+    rollout.values.copy_(torch.randn(rollout.values.shape, generator=g))
+    next_obs, next_done = torch.randn(args.num_envs, 4, generator=g), torch.zeros(args.num_envs)
 
     def update(agent, opt):
-        return ppo_update(
-            lambda mb: minibatch_loss(agent, args, mb), opt, agent.parameters(), batch,
-            update_epochs=args.update_epochs, num_minibatches=args.num_minibatches, max_grad_norm=args.max_grad_norm,
-        )  # fmt: skip
+        return ppo.update(agent, opt, ppo.minibatch_loss, rollout, next_obs, next_done, args)
 
     def fresh():
         torch.manual_seed(args.seed)

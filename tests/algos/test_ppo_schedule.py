@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from rlfast.algos.ppo import LOSS_NAMES, PPOArgs, PPOLoss, adapt_lr, ppo_update
+from rlfast.algos.ppo import LOSS_NAMES, PPOArgs, PPOLoss, adapt_lr
 
 
 def optimizer(lr=1e-3):
@@ -30,27 +30,46 @@ def test_adapt_lr_stays_within_its_bounds():
     assert opt.param_groups[0]["lr"] == 1e-6
 
 
-def test_ppo_update_adapts_the_rate_once_per_epoch_from_the_epochs_mean_kl():
+def test_the_update_adapts_the_rate_once_per_epoch_from_the_epochs_mean_kl(load_script):
     # A loss whose approx KL is whatever the test says: 3 epochs at a KL far below the target raise the rate
     # three times (once per epoch, not per minibatch), and a KL far above lowers it.
-    model = nn.Linear(3, 1)
-    batch = {"x": torch.randn(8, 3)}
+    ppo = load_script("ppo.py")
+    args = ppo.Args(num_envs=2, num_steps=4, update_epochs=3, num_minibatches=2, kl_adaptive_lr=0.01, lr_max=1.0,
+                    anneal_lr=False)  # fmt: skip
+    agent = ppo.Agent(3, 2)
+    rollout = ppo.Rollout(4, 2, (3,))
+    rollout.obs.normal_()
 
     def run(kl):
-        opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+        opt = torch.optim.Adam(agent.parameters(), lr=1e-4)
 
-        def loss_fn(mb):
-            loss = model(mb["x"]).pow(2).mean()
+        def loss_fn(agent, args, mb):
+            loss = agent.get_value(mb["obs"]).pow(2).mean()
             stats = [torch.tensor(kl if name == "approx_kl" else 0.0) for name in LOSS_NAMES]
             return PPOLoss(loss, *stats)
 
-        ppo_update(loss_fn, opt, model.parameters(), batch, update_epochs=3, num_minibatches=2, max_grad_norm=1.0,
-                   kl_adaptive_lr=0.01, lr_max=1.0)  # fmt: skip
+        scalars = ppo.update(agent, opt, loss_fn, rollout, torch.zeros(2, 3), torch.zeros(2), args)
+        assert scalars["losses/approx_kl"] == pytest.approx(kl)
+        assert scalars["charts/learning_rate"] == opt.param_groups[0]["lr"]
         return opt.param_groups[0]["lr"]
 
     assert run(0.0) == pytest.approx(1e-4 * 1.5**3)
     assert run(1.0) == pytest.approx(1e-4 / 1.5**3)
     assert run(0.01) == pytest.approx(1e-4)
+
+
+def test_target_kl_stops_the_epochs_after_the_first_minibatch_above_it(load_script):
+    ppo = load_script("ppo.py")
+    args = ppo.Args(num_envs=2, num_steps=4, update_epochs=4, num_minibatches=2, target_kl=0.5)
+    agent, rollout = ppo.Agent(3, 2), ppo.Rollout(4, 2, (3,))
+    calls = []
+
+    def loss_fn(agent, args, mb):
+        calls.append(1)
+        return PPOLoss(agent.get_value(mb["obs"]).pow(2).mean(), *[torch.tensor(1.0)] * len(LOSS_NAMES))
+
+    ppo.update(agent, torch.optim.Adam(agent.parameters()), loss_fn, rollout, torch.zeros(2, 3), torch.zeros(2), args)
+    assert len(calls) == 2  # the whole first epoch (2 minibatches), then the stop
 
 
 def test_flags_are_checked():
