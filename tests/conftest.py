@@ -24,14 +24,17 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture
 def load_script():
-    """``load_script("bench_dqn.py")``: a script of ``scripts/`` imported as a module (registered in
-    sys.modules, as tyro and dataclasses need), with ``scripts/`` importable as when it runs."""
+    """``load_script("ppo.py")``, ``load_script("bench/bench_dqn.py")``: a file of ``scripts/`` imported as a
+    module named by its stem (registered in sys.modules, as tyro and dataclasses need), with ``scripts/`` and
+    its own folder importable as when it runs."""
     scripts = Path(__file__).resolve().parents[1] / "scripts"
 
     def load(name: str) -> ModuleType:
-        if str(scripts) not in sys.path:
-            sys.path.insert(0, str(scripts))
-        spec = importlib.util.spec_from_file_location(name[:-3], scripts / name)
+        path = scripts / name
+        for folder in (str(scripts), str(path.parent)):
+            if folder not in sys.path:
+                sys.path.insert(0, folder)
+        spec = importlib.util.spec_from_file_location(path.stem, path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module
         spec.loader.exec_module(module)

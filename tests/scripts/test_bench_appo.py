@@ -1,10 +1,10 @@
-"""Smoke test of scripts/bench_appo.py: every row really runs (tiny settings) and the table prints its ratios."""
+"""Smoke test of scripts/bench/bench_appo.py: every row really runs (tiny settings) and the table prints its ratios."""
 
 import pytest
 
 
 def test_all_rows_side_by_side(capsys, load_script):
-    bench = load_script("bench_appo.py")
+    bench = load_script("bench/bench_appo.py")
     rows = (*bench.CONTENDERS, "appo+cl")  # a speed option reaches the trainer (a no-op for CartPole's MLP)
     results = bench.main(bench.Args(env_id="CartPole-v1", num_envs=8, batch_size=64, steps=2048, cuda=False,
                                     torch_threads=1, contenders=rows))  # fmt: skip
@@ -16,6 +16,6 @@ def test_all_rows_side_by_side(capsys, load_script):
 
 
 def test_unknown_row_is_refused(load_script):
-    bench = load_script("bench_appo.py")
+    bench = load_script("bench/bench_appo.py")
     with pytest.raises(SystemExit, match=r"unknown contender\(s\) \['nope'\]"):
         bench.main(bench.Args(contenders=("nope",)))

@@ -1,4 +1,4 @@
-"""Smoke test of scripts/bench_dqn.py: every contender really runs (tiny settings), phases and memory are read
+"""Smoke test of scripts/bench/bench_dqn.py: every contender really runs (tiny settings), phases and memory are read
 back from each run, the table and its ratios, and bad settings are refused."""
 
 import pytest
@@ -7,7 +7,7 @@ import pytest
 def test_all_contenders_side_by_side(capsys, load_script):
     pytest.importorskip("envpool")
     pytest.importorskip("stable_baselines3")
-    bench = load_script("bench_dqn.py")
+    bench = load_script("bench/bench_dqn.py")
     args = bench.Args(steps=1024, learning_starts=512, settings=("4x32",), iterations=4, replay_ratio=1.0,
                       cuda=False, torch_threads=1)  # fmt: skip
     (results,) = bench.main(args).values()
@@ -34,6 +34,6 @@ def test_all_contenders_side_by_side(capsys, load_script):
     ],
 )
 def test_bad_arguments_are_refused(kwargs, message, load_script):
-    bench = load_script("bench_dqn.py")
+    bench = load_script("bench/bench_dqn.py")
     with pytest.raises(SystemExit, match=message):
         bench.main(bench.Args(**kwargs))

@@ -1,4 +1,4 @@
-"""Smoke tests of scripts/bench_envs.py: tiny budgets, real measurements, tables, JSON and the plot out."""
+"""Smoke tests of scripts/bench/bench_envs.py: tiny budgets, real measurements, tables, JSON and the plot out."""
 
 import importlib.util
 import json
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = str(ROOT / "scripts" / "bench_envs.py")
+SCRIPT = str(ROOT / "scripts" / "bench" / "bench_envs.py")
 
 
 def run_bench(*args: str) -> subprocess.CompletedProcess:

@@ -1,4 +1,4 @@
-"""scripts/bench_learning.py with tiny budgets: seeds really train (CartPole with ppo.py), curves and tables
+"""scripts/bench/bench_learning.py with tiny budgets: seeds really train (CartPole with ppo.py), curves and tables
 come from their logs, a second call reads finished seeds back instead of running them again, and an
 unfinished seed is resumed from its checkpoint."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = str(ROOT / "scripts" / "bench_learning.py")
+SCRIPT = str(ROOT / "scripts" / "bench" / "bench_learning.py")
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 TASK = ["--script", "ppo.py", "--env-id", "CartPole-v1", "--jobs", "1", "--threshold", "30"]
 BENCH = [*TASK, "--seeds", "1", "2"]

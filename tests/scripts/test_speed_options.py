@@ -1,10 +1,10 @@
-"""scripts/speed_options.py: contender suffixes -> trainer flags, as the three Atari benchmarks use them."""
+"""scripts/bench/speed_options.py: contender suffixes -> trainer flags, as the three Atari benchmarks use them."""
 
 import pytest
 
 
 def test_split_and_unknown(load_script):
-    so = load_script("speed_options.py")
+    so = load_script("bench/speed_options.py")
     assert so.split("rlfast") == ("rlfast", [])
     assert so.split("rlfast-overlap+cl+compile") == ("rlfast-overlap", ["--channels-last", "--compile"])
     with pytest.raises(KeyError):
@@ -17,7 +17,7 @@ def test_split_and_unknown(load_script):
 
 
 def test_every_option_is_a_flag_of_the_atari_trainers(load_script):
-    so = load_script("speed_options.py")
+    so = load_script("bench/speed_options.py")
     for script in ("ppo_atari.py", "dqn_atari.py", "appo.py"):
         fields = load_script(script).Args.__dataclass_fields__
         for flag in so.OPTIONS.values():
@@ -25,12 +25,12 @@ def test_every_option_is_a_flag_of_the_atari_trainers(load_script):
 
 
 def test_benchmarks_pass_the_flags_on(load_script, tmp_path):
-    bench_dqn = load_script("bench_dqn.py")
+    bench_dqn = load_script("bench/bench_dqn.py")
     cmd = bench_dqn.contender_command("rlfast+cl+bf16", bench_dqn.Args(), "4x32", tmp_path)
     assert "dqn_atari.py" in cmd[1] and cmd[-2:] == ["--channels-last", "--bf16"]
     assert "--channels-last" not in bench_dqn.contender_command("rlfast", bench_dqn.Args(), "4x32", tmp_path)
     with pytest.raises(SystemExit, match=r"unknown contender\(s\) \['cleanrl\+cl'\]"):
         bench_dqn.main(bench_dqn.Args(contenders=("cleanrl+cl",)))
-    bench_appo = load_script("bench_appo.py")
+    bench_appo = load_script("bench/bench_appo.py")
     with pytest.raises(SystemExit, match=r"unknown contender\(s\) \['sampler-only\+cl'\]"):
         bench_appo.main(bench_appo.Args(contenders=("appo+cl", "sampler-only+cl")))

@@ -6,10 +6,10 @@ time, the cores split between them and each pinned to its share) writing to ``OU
 goes to ``OUT/logs/seed<N>.log``. Running the same command again reads finished seeds back and resumes
 unfinished ones from their last checkpoint (``--resume``), so a long benchmark can span sessions.
 
-    python scripts/bench_learning.py --out results/hopper_cleanrl --env-id Hopper-v5 --seeds 1 2 3
-    python scripts/bench_learning.py --out results/ant_5min --config configs/ant_5min.toml --env-id Ant-v5 \\
+    python scripts/bench/bench_learning.py --out results/hopper_cleanrl --env-id Hopper-v5 --seeds 1 2 3
+    python scripts/bench/bench_learning.py --out results/ant_5min --config configs/ant_5min.toml --env-id Ant-v5 \\
         --seeds 1 2 3 --threshold 5000 -- --save-minutes 2      # flags after -- go to the trainer
-    python scripts/bench_learning.py --out results/ant_5min --report-only   # tables and plot from what is there
+    python scripts/bench/bench_learning.py --out results/ant_5min --report-only   # tables and plot from what is there
 
 Writes ``OUT/curves.json`` (per seed: the mean return of the last ``--window`` episodes at each episode
 end, against env steps and wall seconds, thinned to at most 400 points; the summary), ``OUT/curves.png``
@@ -32,7 +32,8 @@ from typing import Optional
 import tyro
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-SCRIPTS = Path(__file__).resolve().parent
+SCRIPTS = Path(__file__).resolve().parents[1]
+"""the trainers' folder"""
 CLEANRL_V4_1M = "CleanRL ppo_continuous_action.py, {task}-v4, 1M steps, 3 seeds (docs.cleanrl.dev, PPO page)"
 REFERENCES = {  # published figures: (what, env steps, mean, +- or None); MuJoCo v4 where v5 is not published
     "HalfCheetah-v5": [(CLEANRL_V4_1M.format(task="HalfCheetah"), 1_000_000, 1442.64, 46.03)],

@@ -9,14 +9,14 @@ Rows, each at ``--num-envs`` envs, ``--env-batch-size`` per recv (async; default
   ppo           scripts/ppo_atari.py (Atari) or scripts/ppo.py at the same num_envs, rollouts of
                 ``--batch-size / --num-envs`` steps (subprocess)
   appo+OPT, ppo+OPT  the same with the trainers' speed options: +cl (--channels-last), +compile
-                (--compile), +bf16 (--bf16), one or more, e.g. ``appo+cl`` (scripts/speed_options.py)
+                (--compile), +bf16 (--bf16), one or more, e.g. ``appo+cl`` (scripts/bench/speed_options.py)
 
 The ratios to env-only show where the time goes: sampler-only / env-only is what acting and storage
 cost, appo / sampler-only what the learner takes from the sampler (cores and the GIL, shared by
 both threads: APPO's perf/sampler_* and perf/wait say which side waits).
 
-    python3 scripts/bench_appo.py                                  # Pong-v5, 64 envs (32 per recv), 1M steps
-    python3 scripts/bench_appo.py --env-id Breakout-v5 --num-envs 16 --steps 20000 --torch-threads 1
+    python3 scripts/bench/bench_appo.py                                  # Pong-v5, 64 envs (32 per recv), 1M steps
+    python3 scripts/bench/bench_appo.py --env-id Breakout-v5 --num-envs 16 --steps 20000 --torch-threads 1
 
 Compare ratios of one run, not figures across runs or machines; Atari frames/s are 4x these steps/s.
 """
@@ -37,16 +37,18 @@ import tyro
 
 import rlfast
 
-SCRIPTS = Path(__file__).resolve().parent
-sys.path.insert(0, str(SCRIPTS))
+BENCH = Path(__file__).resolve().parent
+SCRIPTS = BENCH.parent
+"""the trainers' folder (imported from, run as subprocesses)"""
+sys.path[:0] = [str(SCRIPTS), str(BENCH)]
 import appo  # noqa: E402 - scripts/appo.py: its Args and agent
-import speed_options  # noqa: E402 - scripts/speed_options.py
+import speed_options  # noqa: E402 - scripts/bench/speed_options.py
 
 from rlfast.algos.appo import Sampler  # noqa: E402
 
 CONTENDERS = ("env-only", "sampler-only", "appo", "ppo")
 TUNABLE = ("appo", "ppo")
-"""the rows that take speed-option suffixes (scripts/speed_options.py)"""
+"""the rows that take speed-option suffixes (scripts/bench/speed_options.py)"""
 
 
 @dataclass
