@@ -68,10 +68,6 @@ class PPOArgs(RunArgs):
         return self.num_envs * self.num_steps
 
     @property
-    def minibatch_size(self) -> int:
-        return self.batch_size // self.num_minibatches
-
-    @property
     def num_iterations(self) -> int:
         return self.total_timesteps // max(self.batch_size, 1)  # validate() reports a zero batch
 
@@ -215,7 +211,6 @@ def ppo_loss(
     ent_coef: float,
     vf_coef: float,
     clip_vloss: bool = True,
-    vf_clip_coef: Optional[float] = None,
     norm_adv: bool = True,
     weights: Optional[torch.Tensor] = None,
     kl_coef: float = 0.0,
@@ -234,8 +229,7 @@ def ppo_loss(
         ent_coef: entropy bonus weight.
         vf_coef: value loss weight.
         clip_vloss: use ``max(unclipped, clipped)`` squared error with ``oldvalue +
-            clamp(newvalue - oldvalue, -c, c)`` (c = ``vf_clip_coef`` or ``clip_coef``).
-        vf_clip_coef: value clip range; defaults to ``clip_coef`` (CleanRL).
+            clamp(newvalue - oldvalue, -clip_coef, clip_coef)`` (CleanRL).
         norm_adv: normalize advantages over this minibatch.
         weights: [N] 0/1: the samples the loss and its diagnostics average over (None: all).
         kl_coef: weight of ``approx_kl`` as a penalty in the loss (its gradient flows only then).
@@ -255,9 +249,8 @@ def ppo_loss(
     policy_loss = weighted_mean(torch.max(pg_loss1, pg_loss2), weights)
 
     if clip_vloss:
-        c = clip_coef if vf_clip_coef is None else vf_clip_coef
         v_loss_unclipped = (newvalue - returns) ** 2
-        v_clipped = oldvalue + torch.clamp(newvalue - oldvalue, -c, c)
+        v_clipped = oldvalue + torch.clamp(newvalue - oldvalue, -clip_coef, clip_coef)
         v_loss_clipped = (v_clipped - returns) ** 2
         value_loss = 0.5 * weighted_mean(torch.max(v_loss_unclipped, v_loss_clipped), weights)
     else:

@@ -55,7 +55,6 @@ class RunLog:
         )
         self.total_steps = total_steps
         self.recent: deque = deque(maxlen=window)
-        self.episodes_seen = 0
         self.start_step, self.start_time = start_step, time.perf_counter()
         self._sps_step: Optional[int] = None  # set at the first progress() call (end of the warm-up iteration)
         self._sps_time = 0.0
@@ -88,7 +87,6 @@ class RunLog:
             self.writer.add_scalar("charts/episodic_return", r, step)
             self.writer.add_scalar("charts/episodic_length", n, step)
             self.recent.append(r)
-            self.episodes_seen += 1
 
     def scalars(self, values: Mapping[str, Union[float, torch.Tensor]], global_step: int) -> None:
         """``add_scalar`` for each tag (tensors are read back here: call once per iteration)."""

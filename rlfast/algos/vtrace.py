@@ -16,8 +16,8 @@ acted, and what that step returned (``r_t``, ``terminated_t``, ``truncated_t``);
 ``end_t = terminated_t | truncated_t``. A termination does not bootstrap (``g_t = 0``); a truncation
 bootstraps from ``V(x_{t+1})``, which under next-step autoreset is the value of the episode's final
 observation (row ``t + 1``), and the recursion stops there. Row ``t + 1`` is then the pool's reset
-step (its action ignored, reward 0): no transition, and a trainer leaves it out of its losses
-(``reset_steps``). On-policy (ratios 1, ``rho_bar``, ``c_bar`` >= 1) ``v_t`` is the TD(lambda) return
+step (its action ignored, reward 0): no transition, and a trainer leaves it out of its losses.
+On-policy (ratios 1, ``rho_bar``, ``c_bar`` >= 1) ``v_t`` is the TD(lambda) return
 and ``v_t - V(x_t)`` the GAE(lambda) advantage.
 
 Targets are computed without gradient (inputs are detached): one backward loop over T of [B]
@@ -87,10 +87,3 @@ def vtrace(
     next_targets = torch.where(go_on.bool(), next_vs, next_values)
     pg_advantages = ratios.clamp(max=pg_rho_bar) * (rewards.to(dtype) + discounts * next_targets - values)
     return VTrace(vs, pg_advantages)
-
-
-def reset_steps(terminated: torch.Tensor, truncated: torch.Tensor, ended_before: torch.Tensor) -> torch.Tensor:
-    """[T, B] bool: the rows that are the pool's reset steps (the step after an episode end), to leave out of
-    the losses. ``ended_before`` [B]: whether each env's step before row 0 ended an episode."""
-    ends = (terminated | truncated).to(torch.bool)
-    return torch.cat((ended_before.to(torch.bool)[None], ends[:-1]), 0)

@@ -170,11 +170,12 @@ def cleanrl_reference(args: Args, num_envs: int, run_dir: Path) -> None:
             b_logprobs, b_actions, b_advantages = logprobs.reshape(-1), actions.reshape(-1), advantages.reshape(-1)
             b_returns, b_values = returns.reshape(-1), values.reshape(-1)
             b_inds = np.arange(hp.batch_size)
+            minibatch_size = hp.batch_size // hp.num_minibatches
             clipfracs = []
             for _ in range(hp.update_epochs):
                 np.random.shuffle(b_inds)
-                for start in range(0, hp.batch_size, hp.minibatch_size):
-                    mb = b_inds[start : start + hp.minibatch_size]
+                for start in range(0, hp.batch_size, minibatch_size):
+                    mb = b_inds[start : start + minibatch_size]
                     _, newlogprob, entropy, newvalue = policy(b_obs[mb], b_actions.long()[mb])
                     out = ppo_loss(
                         newlogprob, b_logprobs[mb], b_advantages[mb], newvalue, b_values[mb], b_returns[mb], entropy,

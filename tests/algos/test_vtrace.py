@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from rlfast.algos.gae import gae
-from rlfast.algos.vtrace import reset_steps, vtrace
+from rlfast.algos.vtrace import vtrace
 
 
 def naive_vtrace(log_rhos, rewards, values, bootstrap, terminated, truncated, gamma, lam, rho_bar, c_bar, pg_rho_bar):
@@ -109,10 +109,3 @@ def test_no_gradient_through_the_targets_and_bad_shapes():
     assert not out.vs.requires_grad and not out.pg_advantages.requires_grad
     with pytest.raises(ValueError, match=r"got \(5, 3\), \(5, 3\), \(5, 3\), \(5,\)"):
         vtrace(**{**batch, "bootstrap_value": torch.zeros(5)}, gamma=0.99)
-
-
-def test_reset_steps_are_the_rows_after_an_end():
-    terminated = torch.tensor([[False, True], [False, False], [True, False]])
-    truncated = torch.tensor([[True, False], [False, False], [False, False]])
-    rows = reset_steps(terminated, truncated, ended_before=torch.tensor([False, True]))
-    assert rows.tolist() == [[False, True], [True, True], [False, False]]
