@@ -34,7 +34,7 @@ import rlfast
 from rlfast.algos.appo import APPOArgs, EpisodeCollector, Sampler, appo_loss, learn
 from rlfast.algos.config import parse_or_resume
 from rlfast.algos.nets import MLPAgent, NatureCNNAgent, set_speed
-from rlfast.algos.run import Run, fail
+from rlfast.algos.run import Run, usage_error
 
 SCRIPT = "appo.py"
 ATARI_ENV_KWARGS = {"episodic_life": True, "reward_clip": True}
@@ -57,10 +57,11 @@ def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> tor
     """The network for these spaces: the Nature CNN for stacked 84x84 frames, else the 64-64 tanh MLP
     (scripts/evaluate.py rebuilds it from a checkpoint with this)."""
     if not isinstance(action_space, gym.spaces.Discrete):
-        raise fail(f"{args.env_id} has a {type(action_space).__name__} action space; appo.py needs Discrete")
+        raise usage_error(f"{args.env_id} has a {type(action_space).__name__} action space; appo.py needs Discrete")
     if len(obs_space.shape) == 3:
         if tuple(obs_space.shape[1:]) != (84, 84):
-            raise fail(f"{args.env_id} observations are {tuple(obs_space.shape)}; the Nature CNN needs (C, 84, 84)")
+            raise usage_error(f"{args.env_id} observations are {tuple(obs_space.shape)}; the Nature CNN needs "
+                              "(C, 84, 84)")  # fmt: skip
         return NatureCNNAgent(obs_space.shape[0], int(action_space.n))
     return MLPAgent(int(np.prod(obs_space.shape)), int(action_space.n))
 

@@ -28,7 +28,7 @@ from torch import nn
 
 from rlfast.algos.config import parse_or_resume
 from rlfast.algos.dqn import DQNArgs, Learner, epsilon_greedy, replay_buffer, td_loss
-from rlfast.algos.run import Run, fail
+from rlfast.algos.run import Run, usage_error
 
 SCRIPT = "dqn.py"
 EVAL_EPSILON = 0.01
@@ -66,7 +66,7 @@ class QNetwork(nn.Module):
 def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> QNetwork:
     """The Q-network for these spaces (scripts/evaluate.py rebuilds it from a checkpoint with this)."""
     if not isinstance(action_space, gym.spaces.Discrete):
-        raise fail(f"{args.env_id} has a {type(action_space).__name__} action space; dqn.py needs Discrete")
+        raise usage_error(f"{args.env_id} has a {type(action_space).__name__} action space; dqn.py needs Discrete")
     return QNetwork(int(np.prod(obs_space.shape)), int(action_space.n))
 
 

@@ -34,7 +34,7 @@ from rlfast.algos.atari_stats import GameStats
 from rlfast.algos.config import parse_or_resume
 from rlfast.algos.dqn import DQNArgs, Learner, epsilon_greedy, replay_buffer, td_loss
 from rlfast.algos.nets import FrameNet, set_speed
-from rlfast.algos.run import Run, fail
+from rlfast.algos.run import Run, usage_error
 
 SCRIPT = "dqn_atari.py"
 STACK = 4
@@ -93,7 +93,8 @@ class QNetwork(nn.Module):
 def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> QNetwork:
     """The Q-network for these spaces (scripts/evaluate.py rebuilds it from a checkpoint with this)."""
     if tuple(obs_space.shape) != (STACK, 84, 84):
-        raise fail(f"{args.env_id} observations are {tuple(obs_space.shape)}; the Nature CNN needs ({STACK}, 84, 84)")
+        raise usage_error(f"{args.env_id} observations are {tuple(obs_space.shape)}; the Nature CNN needs "
+                          f"({STACK}, 84, 84)")  # fmt: skip
     return QNetwork(int(action_space.n))
 
 

@@ -31,7 +31,7 @@ from rlfast.algos.gae import gae
 from rlfast.algos.nets import MLPAgent
 from rlfast.algos.ppo import (LOSS_NAMES, PPOArgs, PPOLoss, Rollout, adapt_lr, anneal_lr, explained_variance,
                               normalize_advantages, ppo_loss)  # fmt: skip
-from rlfast.algos.run import Run, fail
+from rlfast.algos.run import Run, usage_error
 
 SCRIPT = "ppo.py"
 
@@ -54,8 +54,8 @@ Agent = MLPAgent
 def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> Agent:
     """The network for these spaces (scripts/evaluate.py rebuilds it from a checkpoint with this)."""
     if not isinstance(action_space, gym.spaces.Discrete):
-        raise fail(f"{args.env_id} has a {type(action_space).__name__} action space; ppo.py needs Discrete "
-                   "(scripts/ppo_continuous.py trains Box actions)")  # fmt: skip
+        raise usage_error(f"{args.env_id} has a {type(action_space).__name__} action space; ppo.py needs Discrete "
+                          "(scripts/ppo_continuous.py trains Box actions)")  # fmt: skip
     return Agent(int(np.prod(obs_space.shape)), int(action_space.n))
 
 

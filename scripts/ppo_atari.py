@@ -44,7 +44,7 @@ from rlfast.algos.gae import gae
 from rlfast.algos.nets import NatureCNNAgent, set_speed
 from rlfast.algos.ppo import (LOSS_NAMES, PPOArgs, PPOLoss, Rollout, adapt_lr, anneal_lr, explained_variance,
                               normalize_advantages, ppo_loss)  # fmt: skip
-from rlfast.algos.run import Run, fail
+from rlfast.algos.run import Run, usage_error
 
 SCRIPT = "ppo_atari.py"
 STACK = 4
@@ -89,13 +89,13 @@ def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> Age
     ``obs_space``: the stacked observations, (4, 84, 84) uint8 (the CNN's Linear(3136) fixes 84x84).
     """
     if tuple(obs_space.shape) != (STACK, 84, 84):
-        raise fail(f"{args.env_id} observations are {tuple(obs_space.shape)}; the Nature CNN needs ({STACK}, 84, 84) "
-                   f"(grayscale 84x84 frames, {STACK} stacked)")  # fmt: skip
+        raise usage_error(f"{args.env_id} observations are {tuple(obs_space.shape)}; the Nature CNN needs "
+                          f"({STACK}, 84, 84) (grayscale 84x84 frames, {STACK} stacked)")  # fmt: skip
     return Agent(STACK, int(action_space.n))
 
 
 @dataclass
-class Part:
+class EnvGroup:
     """One pool and the device/host state of its envs (rows ``envs`` of the rollout)."""
 
     pool: rlfast.EnvPool
@@ -106,18 +106,19 @@ class Part:
     """[n] env ids on the device (a sync pool returns its envs in id order)"""
 
 
-def make_parts(run: Run, args: Args) -> list[Part]:
+def make_groups(run: Run, args: Args) -> list[EnvGroup]:
     """The rank's envs as one sync pool, or two of half the envs (``--overlap``); env i gets ``env_seed + i``."""
     halves = 2 if args.overlap else 1
     n = run.local_num_envs // halves
     threads = args.num_threads or min(run.world.cpu_share(), run.local_num_envs)
     split = [(threads + 1) // 2, max(threads // 2, 1)] if halves == 2 else [threads]
-    parts = []
+    groups = []
     for k in range(halves):
         pool = run.make_env(n, num_threads=min(split[k], n), seed=run.env_seed + k * n, **TRAIN_ENV_KWARGS)
         stack = rlfast.FrameStack(n, STACK, pool.single_observation_space.shape, device=run.device)
-        parts.append(Part(pool, slice(k * n, (k + 1) * n), stack, GameStats(n), torch.arange(n, device=run.device)))
-    return parts
+        ids = torch.arange(n, device=run.device)
+        groups.append(EnvGroup(pool, slice(k * n, (k + 1) * n), stack, GameStats(n), ids))
+    return groups
 
 
 def minibatch_loss(agent: Agent, args: Args, mb: dict[str, torch.Tensor]) -> PPOLoss:
@@ -173,11 +174,11 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     run = Run(args, SCRIPT, ckpt, iterations=args.num_iterations, steps_per_iteration=args.batch_size,
               families=("atari",), data_parallel=True)  # fmt: skip
     device, timer = run.device, run.timer
-    parts = make_parts(run, args)
-    frame_shape = parts[0].pool.single_observation_space.shape
+    groups = make_groups(run, args)
+    frame_shape = groups[0].pool.single_observation_space.shape
     obs_space = gym.spaces.Box(0, 255, (STACK * frame_shape[0], *frame_shape[1:]), np.uint8)
-    num_actions = int(parts[0].pool.single_action_space.n)
-    agent = make_agent(args, obs_space, parts[0].pool.single_action_space).to(device)
+    num_actions = int(groups[0].pool.single_action_space.n)
+    agent = make_agent(args, obs_space, groups[0].pool.single_action_space).to(device)
     set_speed(agent, args.channels_last, args.bf16)  # CPU speed options of the CNN (off by default)
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     run.track(models={"agent": agent}, optimizers={"optimizer": optimizer}, env_kwargs=TRAIN_ENV_KWARGS,
@@ -189,48 +190,48 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     rollout = Rollout(T, B, obs_space.shape, obs_dtype=torch.uint8, device=device)
     next_obs = torch.zeros((B, *obs_space.shape), dtype=torch.uint8, device=device)
     next_done = torch.zeros(B, dtype=torch.bool, device=device)
-    for part in parts:
-        frames, info = part.pool.reset()
-        next_obs[part.envs] = part.stack.update(frames.to(device), part.ids, info["new_game"].to(device))
+    for group in groups:
+        frames, info = group.pool.reset()
+        next_obs[group.envs] = group.stack.update(frames.to(device), group.ids, info["new_game"].to(device))
 
-    def act(part: Part, step: int, noise: torch.Tensor) -> None:
-        """Stores the part's current obs at ``step``, samples its actions (with the step's ``noise`` of the rank's
+    def act(group: EnvGroup, step: int, noise: torch.Tensor) -> None:
+        """Stores the group's current obs at ``step``, samples its actions (with the step's ``noise`` of the rank's
         envs, ``Run.action_noise``) and sends them to its pool."""
-        x = next_obs[part.envs]
+        x = next_obs[group.envs]
         with timer("inference"), torch.no_grad():
-            action, logprob, _, value = policy(x, None, noise[part.envs])
-            rollout.store((step, part.envs), obs=x, dones=next_done[part.envs], actions=action, logprobs=logprob,
+            action, logprob, _, value = policy(x, None, noise[group.envs])
+            rollout.store((step, group.envs), obs=x, dones=next_done[group.envs], actions=action, logprobs=logprob,
                           values=value)  # fmt: skip
         with timer("env"):
-            part.pool.send(action)
+            group.pool.send(action)
 
-    def receive(part: Part, step: int) -> None:
-        """Collects the results of the part's actions of ``step``: reward, done, next obs, game stats."""
+    def receive(group: EnvGroup, step: int) -> None:
+        """Collects the results of the group's actions of ``step``: reward, done, next obs, game stats."""
         with timer("env"):
             # o, r, term, trunc, info are views into the pool's ring, valid until its second recv after
             # this one; the copies below are queued first and the next act() synchronizes before send.
-            o, r, term, trunc, info = part.pool.recv()
-            rollout.store((step, part.envs), rewards=r)
+            o, r, term, trunc, info = group.pool.recv()
+            rollout.store((step, group.envs), rewards=r)
             torch.logical_or(term.to(device, non_blocking=True), trunc.to(device, non_blocking=True),
-                             out=next_done[part.envs])  # fmt: skip
+                             out=next_done[group.envs])  # fmt: skip
             new_game = info["new_game"]
             frames = o.to(device, non_blocking=True)
-            next_obs[part.envs] = part.stack.update(frames, part.ids, new_game.to(device, non_blocking=True))
-            ended, score, length = part.games.update(info["reward"], trunc, info["game_over"], new_game)
-            rollout.store((step, part.envs), ep_done=ended, ep_return=score, ep_length=length)
+            next_obs[group.envs] = group.stack.update(frames, group.ids, new_game.to(device, non_blocking=True))
+            ended, score, length = group.games.update(info["reward"], trunc, info["game_over"], new_game)
+            rollout.store((step, group.envs), ep_done=ended, ep_return=score, ep_length=length)
 
     with run:
         for iteration in run.iterations():
             anneal_lr(optimizer, args, iteration)
-            # With two parts, one part's envs step while the other part is received and acted on.
+            # With two groups, one group's envs step while the other group is received and acted on.
             for step in range(T):
                 noise = run.action_noise(num_actions)
-                for part in parts:
+                for group in groups:
                     if step > 0:
-                        receive(part, step - 1)
-                    act(part, step, noise)
-            for part in parts:
-                receive(part, T - 1)
+                        receive(group, step - 1)
+                    act(group, step, noise)
+            for group in groups:
+                receive(group, T - 1)
 
             with timer("train"):
                 scalars = update(agent, optimizer, loss_fn, rollout, next_obs, next_done, args, run.world)

@@ -43,7 +43,7 @@ from rlfast.algos.gae import gae
 from rlfast.algos.nets import tanh_mlp
 from rlfast.algos.ppo import (LOSS_NAMES, PPOArgs, PPOLoss, Rollout, adapt_lr, anneal_lr, explained_variance,
                               normalize_advantages, ppo_loss)  # fmt: skip
-from rlfast.algos.run import Run, fail
+from rlfast.algos.run import Run, usage_error
 
 SCRIPT = "ppo_continuous.py"
 
@@ -148,8 +148,8 @@ class Agent(nn.Module):
 def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> Agent:
     """The network for these spaces (scripts/evaluate.py rebuilds it from a checkpoint with this)."""
     if not isinstance(action_space, gym.spaces.Box):
-        raise fail(f"{args.env_id} has a {type(action_space).__name__} action space; ppo_continuous.py needs Box "
-                   "(scripts/ppo.py trains Discrete actions)")  # fmt: skip
+        raise usage_error(f"{args.env_id} has a {type(action_space).__name__} action space; ppo_continuous.py needs "
+                          "Box (scripts/ppo.py trains Discrete actions)")  # fmt: skip
     return Agent(int(np.prod(obs_space.shape)), action_space, args.hidden_size, args.obs_clip, args.init_logstd)
 
 

@@ -184,7 +184,7 @@ def run_problems(
     return problems
 
 
-def fail(*problems: str) -> SystemExit:
+def usage_error(*problems: str) -> SystemExit:
     """The exit of a bad command line: one ``error: ...`` line per problem on stderr, status 1 (raise it)."""
     return SystemExit("\n".join(f"error: {p}" for p in problems))
 
@@ -212,12 +212,12 @@ class Run:
         try:
             self.world = World.from_env()
         except ValueError as e:
-            raise fail(str(e)) from None
+            raise usage_error(str(e)) from None
         ckpt_world = int(ckpt.get("world_size", 1)) if ckpt else None
         problems = run_problems(args, script, families, iterations, steps_per_iteration, start_iteration,
                                 self.world, data_parallel, ckpt_world)  # fmt: skip
         if problems:
-            raise fail(*problems)
+            raise usage_error(*problems)
         if iterations * steps_per_iteration != args.total_timesteps and self.world.is_main:
             print(
                 f"note: --total-timesteps {args.total_timesteps:,} is not a whole number of iterations of "
@@ -300,7 +300,7 @@ class Run:
         try:
             pool = rlfast.make(self.args.env_id, num_envs, seed=self.env_seed if seed is None else seed, **kwargs)
         except ValueError as e:
-            raise fail(f"{self.args.env_id}: {e}") from None
+            raise usage_error(f"{self.args.env_id}: {e}") from None
         self.pools.append(pool)
         return pool
 
@@ -341,7 +341,7 @@ class Run:
         try:
             obj.load_state_dict(state["state"])
         except ValueError as e:
-            raise fail(f"{path}: {e} (move the file away to resume without it)") from None
+            raise usage_error(f"{path}: {e} (move the file away to resume without it)") from None
         return True
 
     def compile(self, fn: F) -> F:
