@@ -19,7 +19,7 @@ Truncated episodes bootstrap; terminated ones do not (``dones`` = terminated).
 
 import sys
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 import gymnasium as gym
 import numpy as np
@@ -27,7 +27,8 @@ import torch
 from torch import nn
 
 from rlfast.algos.config import parse_or_resume
-from rlfast.algos.dqn import DQNArgs, Learner, epsilon_greedy, replay_buffer, td_loss
+from rlfast.algos.dqn import DQNArgs, ReplayRatio, epsilon_greedy, replay_buffer, soft_update, td_loss
+from rlfast.algos.replay import ReplayBuffer
 from rlfast.algos.run import Run, usage_error
 
 SCRIPT = "dqn.py"
@@ -70,6 +71,20 @@ def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> QNe
     return QNetwork(int(np.prod(obs_space.shape)), int(action_space.n))
 
 
+def update(q_network: nn.Module, target_network: nn.Module, optimizer: torch.optim.Optimizer,
+           loss_fn: Callable[..., tuple[torch.Tensor, torch.Tensor]], rb: ReplayBuffer, args: Args,
+           steps: int) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    """``steps`` gradient steps, CleanRL's: the TD loss (``td_loss``, maybe compiled) of a sampled batch, Adam.
+    Returns the last step's (loss, mean Q-value)."""
+    for _ in range(steps):
+        batch = rb.sample(args.batch_size)
+        loss, q_mean = loss_fn(q_network, target_network, batch, args.double_dqn)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+    return loss.detach(), q_mean
+
+
 def main(args: Args, ckpt: Optional[dict] = None) -> int:
     run = Run(args, SCRIPT, ckpt, iterations=args.num_iterations, steps_per_iteration=args.steps_per_iteration,
               families=("classic_control",))  # fmt: skip
@@ -90,7 +105,8 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     view, _ = envs.reset()
     obs.copy_(view)
     global_step = run.global_step
-    learner = Learner(q_network, target_network, optimizer, run.compile(td_loss), args, global_step)
+    schedule, loss_fn = ReplayRatio(args, global_step), run.compile(td_loss)
+    losses = {"losses/td_loss": torch.zeros((), device=device), "losses/q_values": torch.zeros((), device=device)}
 
     with run:
         for _ in run.iterations():
@@ -102,7 +118,11 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
                     envs.send(actions)
                 global_step += N
                 with timer("train"):  # while the envs step
-                    learner.step(rb, global_step, N)
+                    if steps := schedule.gradient_steps(global_step, N, len(rb)):
+                        loss, q_mean = update(q_network, target_network, optimizer, loss_fn, rb, args, steps)
+                        losses = {"losses/td_loss": loss, "losses/q_values": q_mean}
+                    if schedule.target_update(global_step):
+                        soft_update(target_network, q_network, args.tau)
                 with timer("env"):
                     o, r, terminated, truncated, info = envs.recv()
                     # o, r, terminated, truncated are views into the pool's ring, valid until the second recv
@@ -113,7 +133,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
                     ep_return[step].copy_(info["episode_return"])
                     ep_length[step].copy_(info["episode_length"])
 
-            run.end_iteration(N * T, {**learner.scalars(), "charts/epsilon": epsilon}, (ep_done, ep_return, ep_length))
+            run.end_iteration(N * T, {**losses, "charts/epsilon": epsilon}, (ep_done, ep_return, ep_length))
     return run.exit_code
 
 

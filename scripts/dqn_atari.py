@@ -22,7 +22,7 @@ uses the clipped, per-life rewards and ends.
 
 import sys
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 import gymnasium as gym
 import numpy as np
@@ -32,8 +32,9 @@ from torch import nn
 import rlfast
 from rlfast.algos.atari_stats import GameStats
 from rlfast.algos.config import parse_or_resume
-from rlfast.algos.dqn import DQNArgs, Learner, epsilon_greedy, replay_buffer, td_loss
+from rlfast.algos.dqn import DQNArgs, ReplayRatio, epsilon_greedy, replay_buffer, soft_update, td_loss
 from rlfast.algos.nets import FrameNet, set_speed
+from rlfast.algos.replay import ReplayBuffer
 from rlfast.algos.run import Run, usage_error
 
 SCRIPT = "dqn_atari.py"
@@ -98,6 +99,20 @@ def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> QNe
     return QNetwork(int(action_space.n))
 
 
+def update(q_network: nn.Module, target_network: nn.Module, optimizer: torch.optim.Optimizer,
+           loss_fn: Callable[..., tuple[torch.Tensor, torch.Tensor]], rb: ReplayBuffer, args: Args,
+           steps: int) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    """``steps`` gradient steps, CleanRL's: the TD loss (``td_loss``, maybe compiled) of a sampled batch, Adam.
+    Returns the last step's (loss, mean Q-value)."""
+    for _ in range(steps):
+        batch = rb.sample(args.batch_size)
+        loss, q_mean = loss_fn(q_network, target_network, batch, args.double_dqn)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+    return loss.detach(), q_mean
+
+
 def main(args: Args, ckpt: Optional[dict] = None) -> int:
     run = Run(args, SCRIPT, ckpt, iterations=args.num_iterations, steps_per_iteration=args.steps_per_iteration,
               families=("atari",))  # fmt: skip
@@ -128,7 +143,8 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     first.copy_(info["new_game"])
     obs = stack.update(frame, ids, first)
     global_step = run.global_step
-    learner = Learner(q_network, target_network, optimizer, run.compile(td_loss), args, global_step)
+    schedule, loss_fn = ReplayRatio(args, global_step), run.compile(td_loss)
+    losses = {"losses/td_loss": torch.zeros((), device=device), "losses/q_values": torch.zeros((), device=device)}
 
     with run:
         for _ in run.iterations():
@@ -140,7 +156,11 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
                     envs.send(actions)
                 global_step += N
                 with timer("train"):  # while the envs step
-                    learner.step(rb, global_step, N)
+                    if steps := schedule.gradient_steps(global_step, N, len(rb)):
+                        loss, q_mean = update(q_network, target_network, optimizer, loss_fn, rb, args, steps)
+                        losses = {"losses/td_loss": loss, "losses/q_values": q_mean}
+                    if schedule.target_update(global_step):
+                        soft_update(target_network, q_network, args.tau)
                 with timer("env"):
                     o, r, terminated, truncated, info = envs.recv()
                     # Views into the pool's ring, valid until the second recv after this one: copied below.
@@ -151,7 +171,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
                     ended, score, length = games.update(info["reward"], truncated, info["game_over"], info["new_game"])
                     ep_done[step], ep_return[step], ep_length[step] = ended, score, length
 
-            run.end_iteration(N * T, {**learner.scalars(), "charts/epsilon": epsilon}, (ep_done, ep_return, ep_length))
+            run.end_iteration(N * T, {**losses, "charts/epsilon": epsilon}, (ep_done, ep_return, ep_length))
     return run.exit_code
 
 

@@ -5,13 +5,13 @@ linear_schedule CleanRL's epsilon schedule
 epsilon_greedy  random actions with probability epsilon, decided per env on the device (no host round trip)
 td_loss         the TD loss against a target network (optionally Double DQN; n-step via the batch)
 soft_update     target <- tau * online + (1 - tau) * target
-Learner         the update side of a vector step: gradient steps at the replay ratio, target updates
+ReplayRatio     when to learn: gradient steps at the replay ratio, target updates (each script holds its update)
 replay_buffer   the trainer's ReplayBuffer, its size printed, saved with checkpoints under --save-replay
 """
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
+from typing import Optional, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -140,47 +140,33 @@ def soft_update(target: nn.Module, online: nn.Module, tau: float) -> None:
         t.copy_(tau * o + (1.0 - tau) * t)
 
 
-class Learner:
-    """DQN's update side, called once per vector step while the envs step: gradient steps at
-    ``replay_ratio`` sampled transitions per env step once ``learning_starts`` steps have passed (and
-    the buffer holds a batch), and target updates every ``target_network_frequency`` env steps.
-    ``loss_fn`` is ``td_loss`` (maybe compiled)."""
+class ReplayRatio:
+    """When DQN learns, asked once per vector step: gradient steps at ``replay_ratio`` sampled transitions per
+    env step once ``learning_starts`` env steps have passed and the buffer holds a batch (fractions carry
+    over), and a target update every ``target_network_frequency`` env steps. The steps themselves are the
+    script's ``update``."""
 
-    def __init__(
-        self,
-        q_network: nn.Module,
-        target_network: nn.Module,
-        optimizer: torch.optim.Optimizer,
-        loss_fn: Callable[..., tuple[torch.Tensor, torch.Tensor]],
-        args: DQNArgs,
-        global_step: int,
-    ) -> None:
-        self.q_network, self.target_network = q_network, target_network
-        self.optimizer, self.loss_fn, self.args = optimizer, loss_fn, args
+    def __init__(self, args: DQNArgs, global_step: int) -> None:
+        self.args = args
         self.due = 0.0  # gradient steps owed (fractional)
         self.next_target = global_step + args.target_network_frequency
-        device = next(q_network.parameters()).device
-        self.loss = self.q_mean = torch.zeros((), device=device)
 
-    def step(self, rb: ReplayBuffer, global_step: int, new_steps: int) -> None:
-        """After ``new_steps`` more env steps (``global_step`` in all): the gradient steps and target update due."""
+    def gradient_steps(self, global_step: int, new_steps: int, buffered: int) -> int:
+        """The gradient steps due after ``new_steps`` more env steps (``global_step`` in all), ``buffered``
+        transitions in the buffer."""
         args = self.args
-        if global_step > args.learning_starts and len(rb) >= args.batch_size:
+        if global_step > args.learning_starts and buffered >= args.batch_size:
             self.due += args.replay_ratio * new_steps / args.batch_size
-        for _ in range(int(self.due)):
-            batch = rb.sample(args.batch_size)
-            self.loss, self.q_mean = self.loss_fn(self.q_network, self.target_network, batch, args.double_dqn)
-            self.optimizer.zero_grad(set_to_none=True)
-            self.loss.backward()
-            self.optimizer.step()
-        self.due -= int(self.due)
-        if global_step >= self.next_target:
-            soft_update(self.target_network, self.q_network, args.tau)
-            self.next_target += args.target_network_frequency
+        n = int(self.due)
+        self.due -= n
+        return n
 
-    def scalars(self) -> dict[str, torch.Tensor]:
-        """The last gradient step's ``losses/*`` (zeros before learning starts), read back by the run log."""
-        return {"losses/td_loss": self.loss.detach(), "losses/q_values": self.q_mean}
+    def target_update(self, global_step: int) -> bool:
+        """Whether the target network is due for its update at ``global_step`` (then the next one is scheduled)."""
+        if global_step < self.next_target:
+            return False
+        self.next_target += self.args.target_network_frequency
+        return True
 
 
 def replay_buffer(

@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch import nn
 
-from rlfast.algos.dqn import DQNArgs, epsilon_greedy, linear_schedule, soft_update, td_loss
+from rlfast.algos.dqn import DQNArgs, ReplayRatio, epsilon_greedy, linear_schedule, soft_update, td_loss
 
 
 def test_linear_schedule_matches_cleanrl():
@@ -81,3 +81,15 @@ def test_flag_checks():
     assert DQNArgs(buffer_size=147, num_envs=4, n_step=3).validate() == [
         "--buffer-size 147 must hold --batch-size 128 transitions and 7 more steps per env: at least 156"
     ]
+
+
+def test_replay_ratio_schedules_gradient_steps_and_target_updates():
+    args = DQNArgs(num_envs=4, batch_size=32, replay_ratio=2.0, learning_starts=100, target_network_frequency=50)
+    schedule = ReplayRatio(args, global_step=0)
+    # before learning starts, or with less than a batch buffered: nothing (and nothing owed later)
+    assert schedule.gradient_steps(100, 4, buffered=1000) == 0
+    assert schedule.gradient_steps(104, 4, buffered=31) == 0
+    # 4 env steps x 2 samples / 32 per batch = 0.25 gradient steps each: one every 4th vector step
+    assert [schedule.gradient_steps(104 + 4 * k, 4, buffered=1000) for k in range(1, 9)] == [0, 0, 0, 1] * 2
+    # target updates every 50 env steps, whatever the vector steps' size
+    assert [s for s in range(4, 204, 4) if schedule.target_update(s)] == [52, 100, 152, 200]
