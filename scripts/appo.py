@@ -9,7 +9,8 @@ per batch, publishing the weights to the sampler after each; every sample keeps 
 that chose it, and the policy lag is logged (``charts/policy_lag_mean`` / ``_max``, SGD steps).
 ``--deterministic`` is Cleanba's arrangement instead: a sync pool, and sampler and learner
 alternating through queues of one so the learner always learns from the second-latest weights:
-the same seed gives the same losses. Pieces: ``rlfast/algos/appo.py``, ``rlfast/algos/vtrace.py``;
+the same seed gives the same losses. Pieces: ``rlfast/algos/appo.py`` (the loss), ``rlfast/algos/sampler.py``
+(the sampling side), ``rlfast/algos/vtrace.py``;
 the run layer (``rlfast/algos/run.py``) does what every trainer does alike.
 
     python scripts/appo.py                                     # Pong-v5, 64 envs, Nature CNN
@@ -24,17 +25,20 @@ send), ``inference`` and ``storage`` are logged as ``perf/sampler_*``. For Atari
 
 import sys
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 import gymnasium as gym
 import numpy as np
 import torch
+from torch import nn
 
 import rlfast
-from rlfast.algos.appo import APPOArgs, EpisodeCollector, Sampler, appo_loss, learn
+from rlfast.algos.appo import APPOArgs, appo_loss
 from rlfast.algos.config import parse_or_resume
 from rlfast.algos.nets import MLPAgent, NatureCNNAgent, set_speed
+from rlfast.algos.ppo import LOSS_NAMES, PPOLoss
 from rlfast.algos.run import Run, usage_error
+from rlfast.algos.sampler import EpisodeCollector, Sampler, Trajectories, Weights
 
 SCRIPT = "appo.py"
 ATARI_ENV_KWARGS = {"episodic_life": True, "reward_clip": True}
@@ -66,6 +70,35 @@ def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> tor
     return MLPAgent(int(np.prod(obs_space.shape)), int(action_space.n))
 
 
+def update(agent: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable[..., PPOLoss], batch: Trajectories,
+           args: Args, weights: Weights, version: int,
+           generator: Optional[torch.Generator] = None) -> tuple[int, dict[str, torch.Tensor]]:  # fmt: skip
+    """One batch's update: ``update_epochs`` passes of ``num_minibatches`` SGD steps over shuffled whole
+    trajectories, the loss ``appo_loss`` (V-trace targets under the current weights, PPO's clipped loss;
+    maybe compiled), the weights published to the sampler after each step. Returns the new version (SGD
+    steps so far) and the ``losses/*`` and ``charts/policy_lag_*`` scalars (tensors, not read back)."""
+    K = batch.actions.shape[0]
+    size = K // args.num_minibatches
+    stats, lags = [], []
+    for epoch in range(args.update_epochs):
+        perm = torch.randperm(K, device=batch.actions.device, generator=generator)
+        for start in range(0, K, size):
+            mb = batch.rows(perm[start : start + size])
+            lag = (version - mb["versions"]).float()  # SGD steps since the acting weights were published
+            lags.append(torch.stack((lag.mean(), lag.max())))
+            out = loss_fn(agent, args, mb)
+            optimizer.zero_grad(set_to_none=True)
+            out.loss.backward()
+            nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+            optimizer.step()
+            version += 1
+            weights.publish(agent, version, end_of_batch=start + size >= K and epoch == args.update_epochs - 1)
+            stats.append(torch.stack([t.detach() for t in out[1:]]))
+    means, lag = torch.stack(stats).mean(0), torch.stack(lags)
+    scalars = {f"losses/{name}": means[i] for i, name in enumerate(LOSS_NAMES)}
+    return version, {**scalars, "charts/policy_lag_mean": lag[:, 0].mean(), "charts/policy_lag_max": lag[:, 1].max()}
+
+
 def main(args: Args, ckpt: Optional[dict] = None) -> int:
     run = Run(args, SCRIPT, ckpt, iterations=args.num_iterations, steps_per_iteration=args.batch_size,
               families=("classic_control", "atari"), sections=("wait", "train"))  # fmt: skip
@@ -88,7 +121,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
             with timer("wait"):
                 batch = sampler.next_batch()
             with timer("train"):
-                version, scalars = learn(agent, optimizer, loss_fn, batch, args, sampler.weights, version, generator)
+                version, scalars = update(agent, optimizer, loss_fn, batch, args, sampler.weights, version, generator)
             sampler.release(batch)
             run.end_iteration(args.batch_size, {**scalars, **sampler.perf()}, episodes.take())
     return run.exit_code

@@ -7,6 +7,8 @@ checkpoint     atomic checkpoints every trainer writes alike; the evaluate.py co
 runlog         run dir name, tensorboard scalars, episode stats, SPS and the progress line
 profiling      SectionTimer: env / inference / train / other per iteration and a summary table
 ppo            PPOArgs, Rollout storage, the clipped PPO loss, learning-rate schedules (the update: in each script)
+appo           APPOArgs, the APPO loss (V-trace targets, PPO's clip); the update: in scripts/appo.py
+sampler        APPO's sampling side: the sampler thread, trajectories, published weights, episode statistics
 dqn            DQNArgs, the epsilon schedule, device-side epsilon-greedy, the TD loss (Double DQN), ReplayRatio
 replay         replay buffer on the training device: each observation stored once, stacks rebuilt when sampled
 gae            generalized advantage estimation (CleanRL's done convention, next-step autoreset)

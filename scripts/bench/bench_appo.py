@@ -44,7 +44,7 @@ sys.path[:0] = [str(SCRIPTS), str(BENCH)]
 import appo  # noqa: E402 - scripts/appo.py: its Args and agent
 import speed_options  # noqa: E402 - scripts/bench/speed_options.py
 
-from rlfast.algos.appo import Sampler  # noqa: E402
+from rlfast.algos.sampler import Sampler  # noqa: E402
 
 CONTENDERS = ("env-only", "sampler-only", "appo", "ppo")
 TUNABLE = ("appo", "ppo")

@@ -1,6 +1,7 @@
-"""APPO's pieces (rlfast/algos/appo.py): trajectories assembled from async result batches against the streams
-that made them, the learner's weights reaching the sampler (immediate and alternating), the sampler's exception
-surfacing on the learner's side, episode statistics of env subsets, and the masked loss."""
+"""APPO's pieces (rlfast/algos/appo.py, rlfast/algos/sampler.py): trajectories assembled from async result
+batches against the streams that made them, the learner's weights reaching the sampler (immediate and
+alternating), the sampler's exception surfacing on the learner's side, episode statistics of env subsets, and
+the masked loss."""
 
 import queue
 import threading
@@ -9,9 +10,8 @@ import pytest
 import torch
 
 import rlfast
-from rlfast.algos.appo import (
-    APPOArgs, EpisodeCollector, Sampler, Stopped, Trajectories, TrajectoryBuilder, Weights, appo_loss,
-)
+from rlfast.algos.appo import APPOArgs, appo_loss
+from rlfast.algos.sampler import EpisodeCollector, Sampler, Stopped, Trajectories, TrajectoryBuilder, Weights
 from rlfast.algos.nets import MLPAgent
 
 

@@ -1,0 +1,336 @@
+"""APPO's sampling side (Sample Factory's sampling/): the sampler thread, the trajectories it fills, the
+weights it acts with and the episode statistics it keeps, for ``scripts/appo.py``'s learner.
+
+Trajectories       K trajectories of T steps on the training device: what one learner batch holds
+TrajectoryBuilder  per-env trajectories assembled from the pool's (sync or async) result batches,
+                   handed on K complete ones at a time
+Weights            the acting copy of the policy and how the learner's weights reach it: after every
+                   SGD step under a lock (default), or one snapshot per batch through a queue of one,
+                   so that rollout i always acts with the weights of batch i - 2 (``--deterministic``,
+                   Cleanba's arrangement)
+Sampler            the sampler thread: recv -> one batched forward -> send, trajectories to the learner
+                   through a bounded queue; its exception stops the run from the learner's side
+EpisodeCollector   finished episodes (Atari: whole games) from the sampler's batches, for the run log
+
+Data path of a sampler step: ``recv`` returns ``env_batch_size`` envs' results (pinned host memory);
+their observations go to the device in one non-blocking copy and through one forward pass; the
+step is written per env into the builder's [N, T + 1] device buffers, the actions go back with
+``send``, and the pool steps those envs while the sampler serves the next batch (in async mode the
+other half of the envs was stepping meanwhile: Sample Factory's double-buffered sampling). Each
+step keeps the policy version that chose it; the learner logs the lag in SGD steps.
+"""
+
+import copy
+import queue
+import threading
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+import torch
+from torch import nn
+
+import rlfast
+from rlfast.algos.appo import APPOArgs
+from rlfast.algos.atari_stats import GameStats
+from rlfast.algos.profiling import SectionTimer
+
+POLL_S = 0.05
+"""how often a thread blocked on a queue looks whether the run is stopping"""
+
+
+class Trajectories:
+    """K trajectories of T steps, [K, T] tensors on ``device`` (``obs`` [K, T + 1]: the observation after the
+    last step closes each). Row t of a trajectory: the observation ``obs[:, t]`` an action was chosen from,
+    that action, its log-probability under the acting weights, the acting weights' ``versions``, and what
+    the step returned (``rewards``, ``terminated``, ``truncated``); ``reset`` marks the pool's reset steps
+    (the step after an episode end: no transition, left out of the losses)."""
+
+    FIELDS = ("obs", "actions", "logprobs", "versions", "reset", "rewards", "terminated", "truncated")
+
+    def __init__(self, K: int, T: int, obs_shape: Sequence[int], obs_dtype: torch.dtype, action_shape: Sequence[int],
+                 action_dtype: torch.dtype, device: torch.device) -> None:  # fmt: skip
+        def zeros(shape: tuple, dtype: torch.dtype) -> torch.Tensor:
+            return torch.zeros(shape, dtype=dtype, device=device)
+
+        self.obs = zeros((K, T + 1, *obs_shape), obs_dtype)
+        self.actions = zeros((K, T, *action_shape), action_dtype)
+        self.logprobs = zeros((K, T), torch.float32)
+        self.versions = zeros((K, T), torch.long)
+        self.reset = zeros((K, T), torch.bool)
+        self.rewards = zeros((K, T), torch.float32)
+        self.terminated = zeros((K, T), torch.bool)
+        self.truncated = zeros((K, T), torch.bool)
+
+    def rows(self, index: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The trajectories at ``index`` [k] as a dict of [k, ...] tensors."""
+        return {name: getattr(self, name)[index] for name in self.FIELDS}
+
+
+class TrajectoryBuilder:
+    """Assembles each env's steps into trajectories of ``T`` steps and hands complete ones on, ``K`` per
+    ``Trajectories`` batch, in the order they complete (an env's trajectories in its own order).
+
+    Per result batch of envs ``env_ids``: ``observe`` records what their previous steps returned (and
+    closes the trajectories that reached T steps with these observations); ``act`` records the steps
+    they now take. ``take_free()`` gives an empty batch to fill (it may block: the learner's
+    backpressure), ``emit(batch)`` passes a full one on. Bookkeeping per env lives on the host
+    (``env_ids`` come from the pool there): no device sync.
+    """
+
+    def __init__(self, num_envs: int, T: int, K: int, make: Callable[[int], Trajectories],
+                 take_free: Callable[[], Trajectories], emit: Callable[[Trajectories], None]) -> None:  # fmt: skip
+        self.T, self.K = T, K
+        self.current = make(num_envs)  # [N, T + 1]: each env's trajectory in progress
+        self.device = self.current.obs.device
+        self.take_free, self.emit = take_free, emit
+        self.pos = torch.zeros(num_envs, dtype=torch.long)  # steps taken in each env's current trajectory
+        self.pending = torch.zeros(num_envs, dtype=torch.bool)  # an action was sent, its result not yet observed
+        self.ended = torch.zeros(num_envs, dtype=torch.bool)  # the env's last step ended an episode
+        self._out: Optional[Trajectories] = None
+        self._filled = 0
+
+    def _dev(self, x: torch.Tensor) -> torch.Tensor:
+        return x.to(self.device, non_blocking=True)
+
+    def observe(self, env_ids: torch.Tensor, obs: torch.Tensor, rewards: torch.Tensor, terminated: torch.Tensor,
+                truncated: torch.Tensor) -> None:  # fmt: skip
+        """The results of the previous steps of ``env_ids`` [B] (host): ``obs`` [B, ...], rewards, end flags [B]."""
+        ids = env_ids.long()
+        pending = self.pending[ids]
+        if not bool(pending.any()):
+            return
+        envs, pos = ids[pending], self.pos[ids[pending]]
+        e, p = self._dev(envs), self._dev(pos - 1)
+        term, trunc = terminated[pending].bool(), truncated[pending].bool()
+        cur = self.current
+        cur.rewards[e, p] = self._dev(rewards[pending].float())
+        cur.terminated[e, p] = self._dev(term)
+        cur.truncated[e, p] = self._dev(trunc)
+        self.ended[envs] = term | trunc
+        self.pending[envs] = False
+        full = pos == self.T
+        if bool(full.any()):
+            done = envs[full]
+            cur.obs[self._dev(done), self.T] = self._dev(obs[pending][full])
+            self._hand_on(self._dev(done))
+            self.pos[done] = 0
+
+    def act(self, env_ids: torch.Tensor, obs: torch.Tensor, actions: torch.Tensor, logprobs: torch.Tensor,
+            version: int) -> None:  # fmt: skip
+        """The steps ``env_ids`` [B] (host) now take: from ``obs`` [B, ...] (device), ``actions``, ``logprobs`` [B]
+        under weights ``version``."""
+        ids = env_ids.long()
+        e, p = self._dev(ids), self._dev(self.pos[ids])
+        cur = self.current
+        cur.obs[e, p] = obs
+        cur.actions[e, p] = actions.to(cur.actions.dtype)
+        cur.logprobs[e, p] = logprobs
+        cur.versions[e, p] = version
+        cur.reset[e, p] = self._dev(self.ended[ids])
+        self.pos[ids] += 1
+        self.pending[ids] = True
+
+    def _hand_on(self, envs: torch.Tensor) -> None:
+        """Copies the complete trajectories of ``envs`` (device) into batches, emitting each full one."""
+        start = 0
+        while start < len(envs):
+            if self._out is None:
+                self._out, self._filled = self.take_free(), 0
+            n = min(self.K - self._filled, len(envs) - start)
+            src = envs[start : start + n]
+            for name in Trajectories.FIELDS:
+                getattr(self._out, name)[self._filled : self._filled + n] = getattr(self.current, name)[src]
+            self._filled += n
+            start += n
+            if self._filled == self.K:
+                out, self._out = self._out, None
+                self.emit(out)
+
+
+class Weights:
+    """The sampler's copy of the policy and its version (SGD steps the learner had taken when it was
+    published). Immediate mode: ``publish`` after every SGD step copies the learner's parameters in
+    under ``lock`` (the sampler's forward holds it too). Alternating mode (``--deterministic``):
+    ``publish`` puts a snapshot into a queue of one after each batch, and the sampler takes it at the
+    start of every rollout but the second: rollout i acts with the weights after batch i - 2."""
+
+    def __init__(self, agent: nn.Module, alternating: bool, stop: threading.Event) -> None:
+        self.acting = copy.deepcopy(agent).requires_grad_(False)
+        self.version = 0
+        self.lock = threading.Lock()
+        self.alternating = alternating
+        self._snapshots: "queue.Queue[tuple[int, list[torch.Tensor]]]" = queue.Queue(maxsize=1)
+        self._stop = stop
+        self._rollouts = 0
+
+    def publish(self, agent: nn.Module, version: int, end_of_batch: bool) -> None:
+        """The learner's weights after ``version`` SGD steps (immediate mode: after every step; alternating:
+        at each batch's end)."""
+        params = [p.detach() for p in agent.parameters()]
+        if not self.alternating:
+            with self.lock:
+                torch._foreach_copy_(list(self.acting.parameters()), params)
+                self.version = version
+        elif end_of_batch:
+            _put(self._snapshots, (version, [p.clone() for p in params]), self._stop)
+
+    def start_rollout(self) -> None:
+        """Called by the sampler before each rollout; alternating mode: takes the next snapshot (from the third on)."""
+        self._rollouts += 1
+        if self.alternating and self._rollouts > 2:
+            version, params = _get(self._snapshots, self._stop)
+            with self.lock:
+                torch._foreach_copy_(list(self.acting.parameters()), params)
+                self.version = version
+
+
+class Stopped(Exception):
+    """The run is stopping: a blocked queue operation gives up."""
+
+
+def _put(q: queue.Queue, item: Any, stop: threading.Event) -> None:
+    while True:
+        if stop.is_set():
+            raise Stopped
+        try:
+            return q.put(item, timeout=POLL_S)
+        except queue.Full:
+            pass
+
+
+def _get(q: queue.Queue, stop: threading.Event) -> Any:
+    while True:
+        if stop.is_set():
+            raise Stopped
+        try:
+            return q.get(timeout=POLL_S)
+        except queue.Empty:
+            pass
+
+
+class Sampler:
+    """The sampler thread (see the module docstring); a context manager that starts it and, on leaving,
+    stops and joins it (before the run closes the pool). ``next_batch`` gives the learner the next full
+    ``Trajectories`` (re-raising the sampler's exception, if any), ``release`` hands it back for reuse."""
+
+    def __init__(
+        self,
+        envs: rlfast.EnvPool,
+        args: APPOArgs,
+        agent: nn.Module,
+        on_results: Callable[..., None],
+        device: torch.device,
+    ) -> None:
+        self.envs, self.args, self.device = envs, args, device
+        self.on_results = on_results
+        self.stop = threading.Event()
+        self.weights = Weights(agent, alternating=args.deterministic, stop=self.stop)
+        obs_space, action_space = envs.single_observation_space, envs.single_action_space
+        obs_dtype = torch.uint8 if obs_space.dtype == "uint8" else torch.float32
+        action_dtype = torch.long if action_space.shape == () else torch.float32
+
+        def make(k: int) -> Trajectories:
+            return Trajectories(k, args.rollout, obs_space.shape, obs_dtype, action_space.shape, action_dtype, device)
+
+        K = args.trajectories_per_batch
+        self._ready: "queue.Queue[Trajectories]" = queue.Queue(maxsize=1 if args.deterministic else args.queue_size)
+        self._free: "queue.Queue[Trajectories]" = queue.Queue()
+        for _ in range(self._ready.maxsize + 2):  # one filling, those queued, one training
+            self._free.put(make(K))
+        # on_results(env_ids, rewards, terminated, truncated, info) sees every result batch (episode statistics)
+        self.builder = TrajectoryBuilder(envs.num_envs, args.rollout, K, make, lambda: _get(self._free, self.stop),
+                                         lambda batch: _put(self._ready, batch, self.stop))  # fmt: skip
+        self.timer = SectionTimer(("env", "inference", "storage"))
+        self.error: Optional[BaseException] = None
+        self._thread = threading.Thread(target=self._run, name="appo-sampler", daemon=True)
+
+    def __enter__(self) -> "Sampler":
+        self.timer.start_iteration()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        envs, timer, builder, weights = self.envs, self.timer, self.builder, self.weights
+        recvs = 0
+        try:
+            envs.async_reset()
+            while not self.stop.is_set():
+                with timer("env"):
+                    obs, rewards, terminated, truncated, info = envs.recv()
+                ids = info["env_id"]
+                with timer("storage"):
+                    builder.observe(ids, obs, rewards, terminated, truncated)
+                    self.on_results(ids, rewards, terminated, truncated, info)
+                if self.args.deterministic and recvs % self.args.rollout == 0:  # sync pool: a rollout's first step
+                    weights.start_rollout()
+                with timer("inference"), torch.no_grad(), weights.lock:
+                    obs_d = obs.to(self.device, non_blocking=True)
+                    actions, logprobs, _, _ = weights.acting.get_action_and_value(obs_d)
+                    version = weights.version
+                with timer("storage"):
+                    builder.act(ids, obs_d, actions, logprobs, version)
+                with timer("env"):
+                    envs.send(actions, ids)
+                recvs += 1
+        except Stopped:
+            pass
+        except BaseException as e:  # noqa: BLE001 - handed to the learner, which raises it
+            self.error = e
+
+    def next_batch(self) -> Trajectories:
+        """The next full batch; raises the sampler's exception if it failed."""
+        while True:
+            if self.error is not None:
+                raise self.error
+            try:
+                return self._ready.get(timeout=POLL_S)
+            except queue.Empty:
+                if not self._thread.is_alive() and self.error is None:
+                    raise RuntimeError("the sampler thread ended without a batch or an exception") from None
+
+    def release(self, batch: Trajectories) -> None:
+        self._free.put(batch)
+
+    def perf(self) -> dict[str, float]:
+        """The sampler's seconds per section since the last call, as ``perf/sampler_*`` scalars (read from
+        the learner's thread while the sampler adds to them: a section in progress counts in the next call)."""
+        times = self.timer.end_iteration()
+        self.timer.start_iteration()
+        return {name.replace("perf/", "perf/sampler_"): s for name, s in times.items()}
+
+
+class EpisodeCollector:
+    """Finished episodes from the sampler's result batches (any subset of envs), kept for the learner's log:
+    Atari whole games (``GameStats``' rules: raw scores over all lives), else the pool's
+    ``episode_return`` / ``episode_length`` where a step ended an episode. Called from the sampler thread,
+    ``take`` from the learner's."""
+
+    def __init__(self, num_envs: int, atari: bool) -> None:
+        self.games = GameStats(num_envs) if atari else None
+        self._returns: list[torch.Tensor] = []
+        self._lengths: list[torch.Tensor] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, env_ids: torch.Tensor, rewards: torch.Tensor, terminated: torch.Tensor,
+                 truncated: torch.Tensor, info: Mapping[str, torch.Tensor]) -> None:  # fmt: skip
+        if self.games is not None:
+            ended, score, length = self.games.update(info["reward"], truncated, info["game_over"], info["new_game"],
+                                                     env_ids=env_ids)  # fmt: skip
+        else:
+            ended, score, length = terminated | truncated, info["episode_return"], info["episode_length"]
+        if bool(ended.any()):
+            with self._lock:
+                self._returns.append(score[ended].float())
+                self._lengths.append(length[ended].int())
+
+    def take(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The episodes since the last call as RunLog's ``(ep_done, ep_return, ep_length)``, [1, M] host tensors."""
+        with self._lock:
+            returns, lengths = self._returns, self._lengths
+            self._returns, self._lengths = [], []
+        ret = torch.cat(returns) if returns else torch.zeros(0)
+        length = torch.cat(lengths) if lengths else torch.zeros(0, dtype=torch.int32)
+        return torch.ones((1, len(ret)), dtype=torch.bool), ret[None], length[None]
