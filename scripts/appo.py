@@ -37,7 +37,7 @@ from rlfast.algos.appo import APPOArgs, appo_loss
 from rlfast.algos.config import parse_or_resume
 from rlfast.algos.nets import MLPAgent, NatureCNNAgent, set_speed
 from rlfast.algos.ppo import LOSS_NAMES, PPOLoss
-from rlfast.algos.run import Run, usage_error
+from rlfast.algos.run import Run, RunArgs, usage_error
 from rlfast.algos.sampler import EpisodeCollector, Sampler, Trajectories, Weights
 
 SCRIPT = "appo.py"
@@ -48,7 +48,7 @@ ATARI_EVAL_ENV_KWARGS = {"episodic_life": False, "reward_clip": False}
 
 
 @dataclass
-class Args(APPOArgs):
+class Args(APPOArgs, RunArgs):
     """APPOArgs' defaults (rlfast/algos/appo.py) on Pong-v5."""
 
     exp_name: str = "appo"

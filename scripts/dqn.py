@@ -29,7 +29,7 @@ from torch import nn
 from rlfast.algos.config import parse_or_resume
 from rlfast.algos.dqn import DQNArgs, ReplayRatio, epsilon_greedy, replay_buffer, soft_update, td_loss
 from rlfast.algos.replay import ReplayBuffer
-from rlfast.algos.run import Run, usage_error
+from rlfast.algos.run import Run, RunArgs, usage_error
 
 SCRIPT = "dqn.py"
 EVAL_EPSILON = 0.01
@@ -37,7 +37,7 @@ EVAL_EPSILON = 0.01
 
 
 @dataclass
-class Args(DQNArgs):
+class Args(DQNArgs, RunArgs):
     """CleanRL's dqn.py: DQNArgs' defaults (rlfast/algos/dqn.py) on CartPole-v1."""
 
     exp_name: str = "dqn"
@@ -98,7 +98,8 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     run.track(models={"agent": q_network, "target": target_network}, optimizers={"optimizer": optimizer})
 
     N, T = args.num_envs, args.num_steps
-    rb = replay_buffer(run, args, obs_space.shape, torch.float32)
+    rb = replay_buffer(args, obs_space.shape, torch.float32, device, save_with_checkpoint=run.save_with_checkpoint,
+                       resumed=run.resumed)  # fmt: skip
     ep_done, ep_return = torch.zeros((T, N), dtype=torch.bool), torch.zeros((T, N))
     ep_length = torch.zeros((T, N), dtype=torch.int32)
     obs = torch.zeros((N, *obs_space.shape), device=device)  # the observations the next actions are chosen from

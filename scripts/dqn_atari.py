@@ -35,7 +35,7 @@ from rlfast.algos.config import parse_or_resume
 from rlfast.algos.dqn import DQNArgs, ReplayRatio, epsilon_greedy, replay_buffer, soft_update, td_loss
 from rlfast.algos.nets import FrameNet, set_speed
 from rlfast.algos.replay import ReplayBuffer
-from rlfast.algos.run import Run, usage_error
+from rlfast.algos.run import Run, RunArgs, usage_error
 
 SCRIPT = "dqn_atari.py"
 STACK = 4
@@ -49,7 +49,7 @@ EVAL_EPSILON = 0.01
 
 
 @dataclass
-class Args(DQNArgs):
+class Args(DQNArgs, RunArgs):
     """CleanRL's dqn_atari.py: DQNArgs' defaults (rlfast/algos/dqn.py) but for these."""
 
     exp_name: str = "dqn_atari"
@@ -129,7 +129,8 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
               env_kwargs=TRAIN_ENV_KWARGS, eval_env_kwargs=EVAL_ENV_KWARGS)  # fmt: skip
 
     N, T = args.num_envs, args.num_steps
-    rb = replay_buffer(run, args, frame_shape, torch.uint8, stack=STACK)
+    rb = replay_buffer(args, frame_shape, torch.uint8, device, stack=STACK,
+                       save_with_checkpoint=run.save_with_checkpoint, resumed=run.resumed)  # fmt: skip
     stack = rlfast.FrameStack(N, STACK, frame_shape, device=device)
     ids = torch.arange(N, device=device)
     games = GameStats(N)

@@ -31,13 +31,13 @@ from rlfast.algos.gae import gae
 from rlfast.algos.nets import MLPAgent
 from rlfast.algos.ppo import (LOSS_NAMES, PPOArgs, PPOLoss, Rollout, adapt_lr, anneal_lr, explained_variance,
                               normalize_advantages, ppo_loss)  # fmt: skip
-from rlfast.algos.run import Run, usage_error
+from rlfast.algos.run import Run, RunArgs, usage_error
 
 SCRIPT = "ppo.py"
 
 
 @dataclass
-class Args(PPOArgs):
+class Args(PPOArgs, RunArgs):
     """CleanRL's ppo.py: PPOArgs' defaults (rlfast/algos/ppo.py) on CartPole-v1 with 4 envs."""
 
     exp_name: str = "ppo"

@@ -44,7 +44,7 @@ from rlfast.algos.gae import gae
 from rlfast.algos.nets import NatureCNNAgent, set_speed
 from rlfast.algos.ppo import (LOSS_NAMES, PPOArgs, PPOLoss, Rollout, adapt_lr, anneal_lr, explained_variance,
                               normalize_advantages, ppo_loss)  # fmt: skip
-from rlfast.algos.run import Run, usage_error
+from rlfast.algos.run import Run, RunArgs, usage_error
 
 SCRIPT = "ppo_atari.py"
 STACK = 4
@@ -56,7 +56,7 @@ EVAL_ENV_KWARGS = {"episodic_life": False, "reward_clip": False, "stack_num": ST
 
 
 @dataclass
-class Args(PPOArgs):
+class Args(PPOArgs, RunArgs):
     """CleanRL's ppo_atari_envpool.py: PPOArgs' defaults (rlfast/algos/ppo.py) but for these."""
 
     exp_name: str = "ppo_atari"

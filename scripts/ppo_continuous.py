@@ -39,17 +39,18 @@ from torch import nn
 from rlfast.algos.config import parse_or_resume
 from rlfast.algos.continuous import ObsRewardNormalizer, diag_normal
 from rlfast.algos.distributed import World
+from rlfast.algos.flags import bounded
 from rlfast.algos.gae import gae
 from rlfast.algos.nets import tanh_mlp
 from rlfast.algos.ppo import (LOSS_NAMES, PPOArgs, PPOLoss, Rollout, adapt_lr, anneal_lr, explained_variance,
                               normalize_advantages, ppo_loss)  # fmt: skip
-from rlfast.algos.run import Run, usage_error
+from rlfast.algos.run import Run, RunArgs, usage_error
 
 SCRIPT = "ppo_continuous.py"
 
 
 @dataclass
-class Args(PPOArgs):
+class Args(PPOArgs, RunArgs):
     """CleanRL's ppo_continuous_action.py: PPOArgs' defaults (rlfast/algos/ppo.py) but for these."""
 
     exp_name: str = "ppo_continuous"
@@ -65,28 +66,17 @@ class Args(PPOArgs):
     num_minibatches: int = 32
     update_epochs: int = 10
     ent_coef: float = 0.0
-    hidden_size: int = 64
+    hidden_size: int = bounded(64, low=0, low_open=True)
     """width of the two tanh hidden layers of the actor and of the critic (CleanRL: 64)"""
-    obs_clip: float = 10.0
+    obs_clip: float = bounded(10.0, low=0, low_open=True)
     """normalized observations are clipped to [-obs_clip, obs_clip]"""
-    reward_clip: float = 10.0
+    reward_clip: float = bounded(10.0, low=0, low_open=True)
     """scaled rewards are clipped to [-reward_clip, reward_clip]"""
-    init_logstd: float = 0.0
+    init_logstd: float = bounded(0.0, low=-10, high=2)
     """initial log standard deviation of the Gaussian policy (CleanRL: 0, i.e. std 1)"""
-    final_logstd: Optional[float] = None
+    final_logstd: Optional[float] = bounded(None, low=-10, high=2)
     """a schedule instead of a learned std: the log std goes linearly from --init-logstd (first iteration) to this
     (last iteration) over the run, the same for every state (None: learned, CleanRL)"""
-
-    def validate(self) -> list[str]:
-        problems = super().validate()
-        for flag, value in (("--hidden-size", self.hidden_size), ("--obs-clip", self.obs_clip),
-                            ("--reward-clip", self.reward_clip)):  # fmt: skip
-            if not value > 0:
-                problems.append(f"{flag} must be > 0, got {value}")
-        for flag, value in (("--init-logstd", self.init_logstd), ("--final-logstd", self.final_logstd)):
-            if value is not None and not -10 <= value <= 2:
-                problems.append(f"{flag} must be in [-10, 2], got {value}")
-        return problems
 
     def scheduled_logstd(self, iteration: int) -> float:
         """--final-logstd's schedule: the log std of 1-based ``iteration``."""

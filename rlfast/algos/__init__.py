@@ -2,6 +2,7 @@
 
 run            the run layer: RunArgs (the flags every trainer has, checked once), Run (seeding, device,
                pools, run dir, tensorboard, checkpoints, --resume, Ctrl-C, profile table)
+flags          flag dataclasses with declared ranges (Flags, bounded), checked once by validate()
 config         --config preset.toml as tyro defaults, the command line wins; --resume
 checkpoint     atomic checkpoints every trainer writes alike; the evaluate.py contract (TrainerScript, Policy)
 runlog         run dir name, tensorboard scalars, episode stats, SPS and the progress line

@@ -6,46 +6,45 @@ APPOArgs    the hyperparameters on top of the run layer's flags
 appo_loss   V-trace targets and PPO's clipped loss on a minibatch of trajectories
 """
 
-import math
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
 import torch
 from torch import nn
 
+from rlfast.algos.flags import Flags, bounded
 from rlfast.algos.ppo import PPOLoss, ppo_loss
-from rlfast.algos.run import RunArgs
 from rlfast.algos.vtrace import vtrace
 
 
 @dataclass
-class APPOArgs(RunArgs):
+class APPOArgs(Flags):
     """APPO's hyperparameters; ``scripts/appo.py``'s ``Args`` extends this."""
 
     num_envs: int = 64
     env_batch_size: Optional[int] = None
     """envs per `recv` of the async pool (None: num_envs // 2, double-buffered sampling; num_envs: sync)"""
-    rollout: int = 32
+    rollout: int = bounded(32, low=1)
     """steps per trajectory (T)"""
-    batch_size: int = 2048
+    batch_size: int = bounded(2048, low=1)
     """samples per learner batch: a whole number of trajectories"""
-    num_minibatches: int = 2
+    num_minibatches: int = bounded(2, low=1)
     """SGD steps per batch (minibatches of whole trajectories)"""
-    update_epochs: int = 1
+    update_epochs: int = bounded(1, low=1)
     """passes over each batch"""
-    learning_rate: float = 2.5e-4
+    learning_rate: float = bounded(2.5e-4, low=0, low_open=True)
     """the learning rate of the optimizer"""
-    gamma: float = 0.99
+    gamma: float = bounded(0.99, low=0, high=1)
     """the discount factor gamma"""
-    vtrace_lambda: float = 1.0
+    vtrace_lambda: float = bounded(1.0, low=0, high=1)
     """V-trace's lambda (1: IMPALA's and Sample Factory's)"""
-    rho_bar: float = 1.0
+    rho_bar: float = bounded(1.0, low=0, low_open=True)
     """truncation of the importance weights in V-trace's value targets"""
-    c_bar: float = 1.0
+    c_bar: float = bounded(1.0, low=0, low_open=True)
     """truncation of the importance weights of V-trace's traces"""
-    pg_rho_bar: float = 1.0
+    pg_rho_bar: float = bounded(1.0, low=0, low_open=True)
     """truncation of the importance weights of the policy-gradient advantages"""
-    clip_coef: float = 0.1
+    clip_coef: float = bounded(0.1, low=0, low_open=True)
     """the PPO ratio clipping (Sample Factory: 0.1)"""
     norm_adv: bool = True
     """normalize advantages per minibatch"""
@@ -53,9 +52,9 @@ class APPOArgs(RunArgs):
     """coefficient of the entropy bonus"""
     vf_coef: float = 0.5
     """coefficient of the value loss"""
-    max_grad_norm: float = 0.5
+    max_grad_norm: float = bounded(0.5, low=0, low_open=True)
     """the maximum norm for gradient clipping"""
-    queue_size: int = 2
+    queue_size: int = bounded(2, low=1)
     """complete batches that may wait for the learner; the sampler waits beyond that"""
     deterministic: bool = False
     """Cleanba's reproducible arrangement: a sync pool, and sampler and learner alternating through queues of one,
@@ -78,19 +77,6 @@ class APPOArgs(RunArgs):
 
     def validate(self) -> list[str]:
         problems = super().validate()
-        for flag, value in (("--rollout", self.rollout), ("--batch-size", self.batch_size),
-                            ("--num-minibatches", self.num_minibatches), ("--update-epochs", self.update_epochs),
-                            ("--queue-size", self.queue_size)):  # fmt: skip
-            if value < 1:
-                problems.append(f"{flag} must be >= 1, got {value}")
-        for flag, value in (("--learning-rate", self.learning_rate), ("--clip-coef", self.clip_coef),
-                            ("--max-grad-norm", self.max_grad_norm), ("--rho-bar", self.rho_bar),
-                            ("--c-bar", self.c_bar), ("--pg-rho-bar", self.pg_rho_bar)):  # fmt: skip
-            if not 0 < value < math.inf:
-                problems.append(f"{flag} must be > 0, got {value}")
-        for flag, value in (("--gamma", self.gamma), ("--vtrace-lambda", self.vtrace_lambda)):
-            if not 0 <= value <= 1:
-                problems.append(f"{flag} must be in [0, 1], got {value}")
         if problems:
             return problems
         if self.env_batch_size is not None and not 1 <= self.env_batch_size <= self.num_envs:

@@ -11,48 +11,49 @@ replay_buffer   the trainer's ReplayBuffer, its size printed, saved with checkpo
 
 import math
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from rlfast.algos.flags import Flags, bounded
 from rlfast.algos.replay import ReplayBuffer, format_bytes
-from rlfast.algos.run import Run, RunArgs
 
 
 @dataclass
-class DQNArgs(RunArgs):
+class DQNArgs(Flags):
     """CleanRL's ``dqn.py`` hyperparameters (its defaults); a DQN script's ``Args`` extends this."""
 
     num_envs: int = 1
-    learning_rate: float = 2.5e-4
+    learning_rate: float = bounded(2.5e-4, low=0, low_open=True)
     """the learning rate of the optimizer"""
-    buffer_size: int = 10000
+    buffer_size: int = bounded(10000, low=1)
     """the replay memory buffer size (transitions, shared by all envs)"""
-    gamma: float = 0.99
+    gamma: float = bounded(0.99, low=0, high=1)
     """the discount factor gamma"""
-    tau: float = 1.0
+    tau: float = bounded(1.0, low=0, high=1)
     """the target network update rate (1: hard copy)"""
-    target_network_frequency: int = 500
+    target_network_frequency: int = bounded(500, low=1)
     """env steps between target network updates"""
-    batch_size: int = 128
+    batch_size: int = bounded(128, low=1)
     """the batch size of samples from the replay memory"""
-    start_e: float = 1.0
+    start_e: float = bounded(1.0, low=0, high=1)
     """the starting epsilon for exploration"""
-    end_e: float = 0.05
+    end_e: float = bounded(0.05, low=0, high=1)
     """the ending epsilon for exploration"""
-    exploration_fraction: float = 0.5
+    exploration_fraction: float = bounded(0.5, low=0, low_open=True)
     """the fraction of `total-timesteps` it takes from start-e to go end-e"""
     learning_starts: int = 10000
     """env steps before learning starts"""
-    replay_ratio: float = 12.8
+    replay_ratio: float = bounded(12.8, low=0, low_open=True)
     """sampled transitions per env step: batch_size x gradient steps / env steps (CleanRL: 128 every 10 steps)"""
-    num_steps: int = 100
+    num_steps: int = bounded(100, low=1)
     """vector steps per iteration (what one log line and one checkpoint-schedule tick cover)"""
     double_dqn: bool = False
     """Double DQN targets: the online network picks the next action, the target network values it"""
-    n_step: int = 1
+    n_step: int = bounded(1, low=1)
     """n-step returns: learn from the discounted rewards of up to n steps (fewer where the episode ends) and
     the value n steps ahead (1: CleanRL's one-step targets)"""
     save_replay: bool = False
@@ -74,19 +75,6 @@ class DQNArgs(RunArgs):
 
     def validate(self) -> list[str]:
         problems = super().validate()
-        for flag, value in (("--buffer-size", self.buffer_size), ("--batch-size", self.batch_size),
-                            ("--target-network-frequency", self.target_network_frequency),
-                            ("--num-steps", self.num_steps), ("--n-step", self.n_step)):  # fmt: skip
-            if value < 1:
-                problems.append(f"{flag} must be >= 1, got {value}")
-        for flag, value in (("--learning-rate", self.learning_rate), ("--replay-ratio", self.replay_ratio),
-                            ("--exploration-fraction", self.exploration_fraction)):  # fmt: skip
-            if not 0 < value < math.inf:
-                problems.append(f"{flag} must be > 0, got {value}")
-        for flag, value in (("--gamma", self.gamma), ("--tau", self.tau), ("--start-e", self.start_e),
-                            ("--end-e", self.end_e)):  # fmt: skip
-            if not 0 <= value <= 1:
-                problems.append(f"{flag} must be in [0, 1], got {value}")
         if not problems:
             # Each env's ring: its share of a batch, plus a 4-frame stack's history and the n-step look-ahead.
             extra = self.n_step + 4
@@ -170,17 +158,25 @@ class ReplayRatio:
 
 
 def replay_buffer(
-    run: Run, args: DQNArgs, obs_shape: Sequence[int], obs_dtype: torch.dtype, stack: int = 1
+    args: DQNArgs,
+    obs_shape: Sequence[int],
+    obs_dtype: torch.dtype,
+    device: torch.device,
+    stack: int = 1,
+    save_with_checkpoint: Optional[Callable[[str, Any], Optional[Path]]] = None,
+    resumed: bool = False,
 ) -> ReplayBuffer:
-    """The DQN trainers' replay buffer on the run's device (``--buffer-size``, ``--n-step``, ``--gamma``), its
-    size printed; with ``--save-replay`` saved with every ``checkpoint.pt`` and restored on --resume."""
-    rb = ReplayBuffer(args.buffer_size, args.num_envs, obs_shape, obs_dtype, stack=stack, device=run.device,
+    """The DQN trainers' replay buffer on ``device`` (``--buffer-size``, ``--n-step``, ``--gamma``), its size
+    printed; with ``--save-replay`` handed to ``save_with_checkpoint`` (``Run.save_with_checkpoint``: saved with
+    every ``checkpoint.pt``, restored on --resume). ``resumed``: a resumed run, whose buffer starts empty
+    without --save-replay (a note says so)."""
+    rb = ReplayBuffer(args.buffer_size, args.num_envs, obs_shape, obs_dtype, stack=stack, device=device,
                       n_step=args.n_step, gamma=args.gamma)  # fmt: skip
     saved = "; saved with every checkpoint.pt (--save-replay)" if args.save_replay else ""
-    print(f"replay buffer: {rb.capacity:,} transitions, {format_bytes(rb.nbytes)} on {run.device}{saved}", flush=True)
-    if args.save_replay:
-        if run.save_with_checkpoint("replay_buffer.pt", rb):
-            print(f"replay buffer: restored from {run.run_dir / 'replay_buffer.pt'}", flush=True)
-    elif run.resumed:
+    print(f"replay buffer: {rb.capacity:,} transitions, {format_bytes(rb.nbytes)} on {device}{saved}", flush=True)
+    if args.save_replay and save_with_checkpoint is not None:
+        if (path := save_with_checkpoint("replay_buffer.pt", rb)) is not None:
+            print(f"replay buffer: restored from {path}", flush=True)
+    elif resumed:
         print("note: the replay buffer starts empty (it is saved only with --save-replay)", flush=True)
     return rb

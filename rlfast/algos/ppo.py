@@ -8,55 +8,54 @@ anneal_lr, adapt_lr  CleanRL's linear learning-rate schedule; rl_games' KL-adapt
 explained_variance   of the value predictions, over every rank's rows
 """
 
-import math
 from dataclasses import dataclass
 from typing import Any, Mapping, NamedTuple, Optional, Sequence, Union
 
 import torch
 
 from rlfast.algos.distributed import World
-from rlfast.algos.run import RunArgs
+from rlfast.algos.flags import Flags, bounded
 
 
 @dataclass
-class PPOArgs(RunArgs):
+class PPOArgs(Flags):
     """CleanRL's ``ppo.py`` hyperparameters (its defaults); a PPO script's ``Args`` extends this."""
 
-    learning_rate: float = 2.5e-4
+    learning_rate: float = bounded(2.5e-4, low=0, low_open=True)
     """the learning rate of the optimizer"""
-    num_steps: int = 128
+    num_steps: int = bounded(128, low=1)
     """steps per env per rollout"""
     anneal_lr: bool = True
     """anneal the learning rate linearly to 0"""
-    gamma: float = 0.99
+    gamma: float = bounded(0.99, low=0, high=1)
     """the discount factor gamma"""
-    gae_lambda: float = 0.95
+    gae_lambda: float = bounded(0.95, low=0, high=1)
     """the lambda for generalized advantage estimation"""
-    num_minibatches: int = 4
+    num_minibatches: int = bounded(4, low=1)
     """the number of minibatches per epoch"""
-    update_epochs: int = 4
+    update_epochs: int = bounded(4, low=1)
     """the number of epochs over each rollout"""
     norm_adv: bool = True
     """normalize advantages per minibatch"""
-    clip_coef: float = 0.2
+    clip_coef: float = bounded(0.2, low=0, low_open=True)
     """the surrogate clipping coefficient"""
     clip_vloss: bool = True
     """clip the value loss as in the PPO paper's code"""
-    ent_coef: float = 0.01
+    ent_coef: float = bounded(0.01, low=0)
     """coefficient of the entropy bonus"""
-    vf_coef: float = 0.5
+    vf_coef: float = bounded(0.5, low=0)
     """coefficient of the value loss"""
-    max_grad_norm: float = 0.5
+    max_grad_norm: float = bounded(0.5, low=0, low_open=True)
     """the maximum norm for gradient clipping"""
-    target_kl: Optional[float] = None
+    target_kl: Optional[float] = bounded(None, low=0, low_open=True)
     """stop an update's epochs early once the approx KL exceeds this"""
-    kl_adaptive_lr: Optional[float] = None
+    kl_adaptive_lr: Optional[float] = bounded(None, low=0, low_open=True)
     """a KL target that steers the learning rate (rl_games' and Sample Factory's adaptive schedule): after each
     epoch, lr / 1.5 when the epoch's mean approx KL is above twice this, lr x 1.5 when below half of it, within
     [1e-6, --lr-max]; --learning-rate is where it starts. Needs --no-anneal-lr (None: off, CleanRL)"""
-    lr_max: float = 1e-2
+    lr_max: float = bounded(1e-2, low=0, low_open=True)
     """the largest learning rate --kl-adaptive-lr may reach"""
-    kl_coef: float = 0.0
+    kl_coef: float = bounded(0.0, low=0)
     """weight of a KL penalty in the loss: the mean of (ratio - 1) - log(ratio), an estimate of KL(rollout policy ||
     current policy) (Sample Factory's kl_loss_coeff for MuJoCo; 0: none, CleanRL)"""
     bootstrap_truncated: bool = False
@@ -73,24 +72,9 @@ class PPOArgs(RunArgs):
 
     def validate(self) -> list[str]:
         problems = super().validate()
-        for flag, value in (("--num-steps", self.num_steps), ("--num-minibatches", self.num_minibatches),
-                            ("--update-epochs", self.update_epochs)):  # fmt: skip
-            if value < 1:
-                problems.append(f"{flag} must be >= 1, got {value}")
         if not problems and self.batch_size % self.num_minibatches:
             problems.append(f"the batch of {self.batch_size} steps (num_envs x num_steps) is not divisible by "
                             f"--num-minibatches {self.num_minibatches}")  # fmt: skip
-        for flag, value in (("--learning-rate", self.learning_rate), ("--clip-coef", self.clip_coef),
-                            ("--max-grad-norm", self.max_grad_norm), ("--target-kl", self.target_kl),
-                            ("--kl-adaptive-lr", self.kl_adaptive_lr), ("--lr-max", self.lr_max)):  # fmt: skip
-            if value is not None and not 0 < value < math.inf:
-                problems.append(f"{flag} must be > 0, got {value}")
-        for flag, value in (("--gamma", self.gamma), ("--gae-lambda", self.gae_lambda)):
-            if not 0 <= value <= 1:
-                problems.append(f"{flag} must be in [0, 1], got {value}")
-        for flag, value in (("--ent-coef", self.ent_coef), ("--vf-coef", self.vf_coef), ("--kl-coef", self.kl_coef)):
-            if not 0 <= value < math.inf:
-                problems.append(f"{flag} must be >= 0, got {value}")
         if self.kl_adaptive_lr is not None and self.anneal_lr:
             problems.append("--kl-adaptive-lr sets the learning rate itself: add --no-anneal-lr")
         if self.kl_adaptive_lr is not None and self.lr_max < self.learning_rate:

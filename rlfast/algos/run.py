@@ -37,7 +37,6 @@ the checkpoints ``CheckpointSchedule`` asks for and ends the loop at the last it
 
 import dataclasses
 import functools
-import math
 import os
 import random
 import signal
@@ -53,6 +52,7 @@ import rlfast
 from rlfast.algos import distributed
 from rlfast.algos.checkpoint import CheckpointSchedule, make_checkpoint, restore, save_checkpoint
 from rlfast.algos.distributed import World
+from rlfast.algos.flags import Flags, bounded
 from rlfast.algos.nets import native_bf16
 from rlfast.algos.profiling import SectionTimer
 from rlfast.algos.runlog import RunLog, run_dir_name
@@ -61,12 +61,12 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 @dataclass
-class RunArgs:
+class RunArgs(Flags):
     """The flags every trainer has. A script's ``Args`` extends this (or a family's base built on it)."""
 
     exp_name: str = "run"
     """the name of this experiment (part of the run dir name)"""
-    seed: int = 1
+    seed: int = bounded(1, low=0, high=2**32, high_open=True, high_text="2**32")
     """seed of the experiment (envs get seed + env index)"""
     torch_deterministic: bool = True
     """sets `torch.backends.cudnn.deterministic`"""
@@ -89,51 +89,34 @@ class RunArgs:
     checkpoints go to its run dir"""
     runs_dir: str = "runs"
     """folder holding the run dirs `{env_id}__{exp_name}__{seed}__{time}`"""
-    save_interval: int = 0
+    save_interval: int = bounded(0, low=0, note="0: none")
     """also save `checkpoint_{iteration}.pt` (kept) every this many iterations (0: none)"""
-    save_minutes: float = 5.0
+    save_minutes: float = bounded(5.0, low=0, note="0: only at the end and on Ctrl-C")
     """overwrite `checkpoint.pt` with the latest state every this many minutes (0: only at the end and on
     Ctrl-C), so a crash loses at most that much training"""
-    target_return: Optional[float] = None
+    target_return: Optional[float] = bounded(None)
     """stop early once the mean return of the last 20 episodes reaches this"""
-    num_threads: Optional[int] = None
+    num_threads: Optional[int] = bounded(None, low=1, note="or left out")
     """env pool worker threads (None: min(cores, num_envs))"""
-    torch_threads: Optional[int] = None
+    torch_threads: Optional[int] = bounded(None, low=1, note="or left out")
     """torch intra-op threads on CPU (None: torch's choice, one per core)"""
     profile_sync: bool = False
     """synchronize CUDA at profiler section boundaries (exact split, a little slower)"""
 
     env_id: str = "CartPole-v1"
     """the task id (rlfast.list_envs())"""
-    total_timesteps: int = 500000
+    total_timesteps: int = bounded(500000, low=1)
     """total env steps of the experiment"""
-    num_envs: int = 4
+    num_envs: int = bounded(4, low=1)
     """the number of parallel envs, over all ranks under torchrun (each rank steps num_envs / world size)"""
-    local_num_envs: Optional[int] = None
+    local_num_envs: Optional[int] = bounded(None, low=1, note="or left out")
     """envs per rank (Cleanba's local_num_envs): sets --num-envs to world size x this"""
 
     def validate(self) -> list[str]:
         """What is wrong with these values: one sentence per problem, naming the flag. Subclasses extend it."""
-        problems = []
+        problems = super().validate()  # the declared ranges (rlfast/algos/flags.py)
         if not self.exp_name or "/" in self.exp_name or os.sep in self.exp_name:
             problems.append(f"--exp-name {self.exp_name!r} must be a non-empty name without '/'")
-        if not 0 <= self.seed < 2**32:
-            problems.append(f"--seed must be in [0, 2**32), got {self.seed}")
-        if self.total_timesteps < 1:
-            problems.append(f"--total-timesteps must be >= 1, got {self.total_timesteps}")
-        if self.num_envs < 1:
-            problems.append(f"--num-envs must be >= 1, got {self.num_envs}")
-        if self.local_num_envs is not None and self.local_num_envs < 1:
-            problems.append(f"--local-num-envs must be >= 1 (or left out), got {self.local_num_envs}")
-        for flag, value in (("--num-threads", self.num_threads), ("--torch-threads", self.torch_threads)):
-            if value is not None and value < 1:
-                problems.append(f"{flag} must be >= 1 (or left out), got {value}")
-        if self.save_interval < 0:
-            problems.append(f"--save-interval must be >= 0 (0: none), got {self.save_interval}")
-        if not (0 <= self.save_minutes < math.inf):
-            problems.append(f"--save-minutes must be >= 0 (0: only at the end and on Ctrl-C), got {self.save_minutes}")
-        if self.target_return is not None and not math.isfinite(self.target_return):
-            problems.append(f"--target-return must be a finite number, got {self.target_return}")
         return problems
 
 
@@ -320,29 +303,29 @@ class Run:
         if self.ckpt is not None:
             restore(self.ckpt, models, optimizers, normalizers)
 
-    def save_with_checkpoint(self, name: str, obj: Any) -> bool:
+    def save_with_checkpoint(self, name: str, obj: Any) -> Optional[Path]:
         """Saves ``obj.state_dict()`` as ``run_dir/name`` (atomically) right before every ``checkpoint.pt``
         (the kept ``checkpoint_N.pt`` do not get one), tagged with the checkpoint's step. On --resume,
         loads that file into ``obj`` when it was saved with the checkpoint resumed from (a note otherwise,
-        and ``obj`` stays as it is); returns whether it loaded. A file that does not fit ``obj`` ends
+        and ``obj`` stays as it is); returns its path when it loaded, else None. A file that does not fit ``obj`` ends
         the process with one line naming it."""
         self._side[name] = obj
         if self.ckpt is None:
-            return False
+            return None
         path = self.run_dir / name
         if not path.is_file():
             print(f"note: {path} does not exist: {name} starts empty", flush=True)
-            return False
+            return None
         state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
         if state.get("global_step") != self.global_step:
             print(f"note: {path} is from step {state.get('global_step')}, the checkpoint from step "
                   f"{self.global_step}: {name} starts empty", flush=True)  # fmt: skip
-            return False
+            return None
         try:
             obj.load_state_dict(state["state"])
         except ValueError as e:
             raise usage_error(f"{path}: {e} (move the file away to resume without it)") from None
-        return True
+        return path
 
     def compile(self, fn: F) -> F:
         """``fn`` as --compile / --cudagraphs ask: unchanged, ``torch.compile``d, or compiled with CUDA

@@ -5,15 +5,21 @@ the masked loss."""
 
 import queue
 import threading
+from dataclasses import dataclass
 
 import pytest
 import torch
 
 import rlfast
 from rlfast.algos.appo import APPOArgs, appo_loss
-from rlfast.algos.sampler import EpisodeCollector, Sampler, Stopped, Trajectories, TrajectoryBuilder, Weights
 from rlfast.algos.nets import MLPAgent
+from rlfast.algos.run import RunArgs
+from rlfast.algos.sampler import EpisodeCollector, Sampler, Stopped, Trajectories, TrajectoryBuilder, Weights
 
+
+@dataclass
+class Args(APPOArgs, RunArgs):
+    """APPOArgs composed with the run layer's flags, as scripts/appo.py does."""
 
 def encode(env, t):
     """The observation of env ``env`` at its stream step ``t``: both numbers readable back."""
@@ -98,7 +104,7 @@ def test_weights_immediate_and_alternating():
 
 
 def test_sampler_exception_surfaces_in_the_learner_and_nothing_hangs():
-    args = APPOArgs(env_id="CartPole-v1", num_envs=4, rollout=4, batch_size=16)
+    args = Args(env_id="CartPole-v1", num_envs=4, rollout=4, batch_size=16)
     envs = rlfast.make("CartPole-v1", 4, batch_size=2, seed=0)
     calls = []
 
@@ -116,7 +122,7 @@ def test_sampler_exception_surfaces_in_the_learner_and_nothing_hangs():
 
 
 def test_sampler_hands_on_full_batches_and_stops_when_the_learner_does():
-    args = APPOArgs(env_id="CartPole-v1", num_envs=8, rollout=8, batch_size=32, queue_size=1)
+    args = Args(env_id="CartPole-v1", num_envs=8, rollout=8, batch_size=32, queue_size=1)
     envs = rlfast.make("CartPole-v1", 8, batch_size=4, seed=0)
     episodes = EpisodeCollector(8, atari=False)
     with Sampler(envs, args, MLPAgent(4, 2), episodes, torch.device("cpu")) as sampler:
@@ -146,7 +152,7 @@ def test_episode_collector_counts_whole_atari_games_of_env_subsets():
 def test_loss_leaves_reset_steps_out():
     torch.manual_seed(0)
     agent = MLPAgent(3, 2)
-    args = APPOArgs(rollout=4)
+    args = Args(rollout=4)
     batch = Trajectories(2, 4, (3,), torch.float32, (), torch.long, "cpu")
     batch.obs.normal_()
     batch.actions.random_(0, 2)

@@ -1,11 +1,19 @@
 """DQN pieces (rlfast/algos/dqn.py) against hand computations: the epsilon schedule, epsilon-greedy on the
 device, the TD target with and without Double DQN, soft target updates, and the flag checks."""
 
+from dataclasses import dataclass
+
 import pytest
 import torch
 from torch import nn
 
 from rlfast.algos.dqn import DQNArgs, ReplayRatio, epsilon_greedy, linear_schedule, soft_update, td_loss
+from rlfast.algos.run import RunArgs
+
+
+@dataclass
+class Args(DQNArgs, RunArgs):
+    """DQNArgs composed with the run layer's flags, as a script does."""
 
 
 def test_linear_schedule_matches_cleanrl():
@@ -13,7 +21,7 @@ def test_linear_schedule_matches_cleanrl():
     assert linear_schedule(1.0, 0.05, 1000, 500) == pytest.approx(0.525)
     assert linear_schedule(1.0, 0.05, 1000, 1000) == pytest.approx(0.05)
     assert linear_schedule(1.0, 0.05, 1000, 5000) == 0.05
-    args = DQNArgs(total_timesteps=2000, exploration_fraction=0.5, start_e=1.0, end_e=0.05)
+    args = Args(total_timesteps=2000, exploration_fraction=0.5, start_e=1.0, end_e=0.05)
     assert [args.epsilon(t) for t in (0, 500, 1000, 5000)] == [linear_schedule(1.0, 0.05, 1000, t) for t in
                                                                 (0, 500, 1000, 5000)]  # fmt: skip
 
@@ -69,22 +77,22 @@ def test_soft_update():
 
 
 def test_flag_checks():
-    assert DQNArgs().validate() == []
-    problems = DQNArgs(learning_starts=64, replay_ratio=0, gamma=2.0).validate()
+    assert Args().validate() == []
+    problems = Args(learning_starts=64, replay_ratio=0, gamma=2.0).validate()
     assert any(p.startswith("--replay-ratio must be > 0") for p in problems)
     assert any(p.startswith("--gamma must be in [0, 1]") for p in problems)
     assert any(p.startswith("--learning-starts 64 must be >= --batch-size 128") for p in problems)
-    assert DQNArgs(buffer_size=100, num_envs=4).validate() == [
+    assert Args(buffer_size=100, num_envs=4).validate() == [
         "--buffer-size 100 must hold --batch-size 128 transitions and 5 more steps per env: at least 148"
     ]
-    assert DQNArgs(buffer_size=147, num_envs=4, n_step=0).validate() == ["--n-step must be >= 1, got 0"]
-    assert DQNArgs(buffer_size=147, num_envs=4, n_step=3).validate() == [
+    assert Args(buffer_size=147, num_envs=4, n_step=0).validate() == ["--n-step must be >= 1, got 0"]
+    assert Args(buffer_size=147, num_envs=4, n_step=3).validate() == [
         "--buffer-size 147 must hold --batch-size 128 transitions and 7 more steps per env: at least 156"
     ]
 
 
 def test_replay_ratio_schedules_gradient_steps_and_target_updates():
-    args = DQNArgs(num_envs=4, batch_size=32, replay_ratio=2.0, learning_starts=100, target_network_frequency=50)
+    args = Args(num_envs=4, batch_size=32, replay_ratio=2.0, learning_starts=100, target_network_frequency=50)
     schedule = ReplayRatio(args, global_step=0)
     # before learning starts, or with less than a batch buffered: nothing (and nothing owed later)
     assert schedule.gradient_steps(100, 4, buffered=1000) == 0

@@ -1,10 +1,18 @@
 """The adaptive learning rate (--kl-adaptive-lr) and the flags that turn on the MuJoCo trainer's options."""
 
+from dataclasses import dataclass
+
 import pytest
 import torch
 from torch import nn
 
 from rlfast.algos.ppo import LOSS_NAMES, PPOArgs, PPOLoss, adapt_lr
+from rlfast.algos.run import RunArgs
+
+
+@dataclass
+class Args(PPOArgs, RunArgs):
+    """PPOArgs composed with the run layer's flags, as a script does."""
 
 
 def optimizer(lr=1e-3):
@@ -73,10 +81,11 @@ def test_target_kl_stops_the_epochs_after_the_first_minibatch_above_it(load_scri
 
 
 def test_flags_are_checked():
-    assert PPOArgs().validate() == []
-    assert PPOArgs(kl_adaptive_lr=0.008, anneal_lr=False).validate() == []
-    assert PPOArgs(kl_adaptive_lr=0.008).validate() == ["--kl-adaptive-lr sets the learning rate itself: add --no-anneal-lr"]
-    assert PPOArgs(kl_adaptive_lr=-1.0, anneal_lr=False).validate() == ["--kl-adaptive-lr must be > 0, got -1.0"]
-    assert PPOArgs(kl_adaptive_lr=0.01, anneal_lr=False, lr_max=1e-5).validate() == [
+    assert Args().validate() == []
+    assert Args(kl_adaptive_lr=0.008, anneal_lr=False).validate() == []
+    assert Args(kl_adaptive_lr=0.008).validate() == [
+        "--kl-adaptive-lr sets the learning rate itself: add --no-anneal-lr"]  # fmt: skip
+    assert Args(kl_adaptive_lr=-1.0, anneal_lr=False).validate() == ["--kl-adaptive-lr must be > 0, got -1.0"]
+    assert Args(kl_adaptive_lr=0.01, anneal_lr=False, lr_max=1e-5).validate() == [
         "--lr-max 1e-05 is below --learning-rate 0.00025"
     ]
