@@ -37,7 +37,8 @@ from rlfast.algos.appo import APPOArgs, appo_loss
 from rlfast.algos.config import parse_or_resume
 from rlfast.algos.nets import MLPAgent, NatureCNNAgent, set_speed
 from rlfast.algos.ppo import LOSS_NAMES, PPOLoss
-from rlfast.algos.run import Run, RunArgs, usage_error
+from rlfast.algos.run import Run
+from rlfast.algos.runargs import RunArgs, usage_error
 from rlfast.algos.sampler import EpisodeCollector, Sampler, Trajectories, Weights
 
 SCRIPT = "appo.py"

@@ -29,7 +29,8 @@ from torch import nn
 from rlfast.algos.config import parse_or_resume
 from rlfast.algos.dqn import DQNArgs, ReplayRatio, epsilon_greedy, replay_buffer, soft_update, td_loss
 from rlfast.algos.replay import ReplayBuffer
-from rlfast.algos.run import Run, RunArgs, usage_error
+from rlfast.algos.run import Run
+from rlfast.algos.runargs import RunArgs, usage_error
 
 SCRIPT = "dqn.py"
 EVAL_EPSILON = 0.01

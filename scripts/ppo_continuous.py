@@ -44,7 +44,8 @@ from rlfast.algos.gae import gae
 from rlfast.algos.nets import tanh_mlp
 from rlfast.algos.ppo import (LOSS_NAMES, PPOArgs, PPOLoss, Rollout, adapt_lr, anneal_lr, explained_variance,
                               normalize_advantages, ppo_loss)  # fmt: skip
-from rlfast.algos.run import Run, RunArgs, usage_error
+from rlfast.algos.run import Run
+from rlfast.algos.runargs import RunArgs, usage_error
 
 SCRIPT = "ppo_continuous.py"
 

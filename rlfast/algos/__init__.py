@@ -1,7 +1,8 @@
 """What the trainers in ``scripts/`` share: the run layer and pure, testable pieces.
 
-run            the run layer: RunArgs (the flags every trainer has, checked once), Run (seeding, device,
-               pools, run dir, tensorboard, checkpoints, --resume, Ctrl-C, profile table)
+runargs        RunArgs: the flags every trainer has, and the checks that stop a bad run before it starts
+run            the run layer: Run (seeding, device, pools, run dir, tensorboard, checkpoints, --resume, Ctrl-C
+               via signals.Interrupts, profile table)
 flags          flag dataclasses with declared ranges (Flags, bounded), checked once by validate()
 config         --config preset.toml as tyro defaults, the command line wins; --resume
 checkpoint     atomic checkpoints every trainer writes alike; the evaluate.py contract (TrainerScript, Policy)

@@ -4,7 +4,7 @@ bench_dqn.py and bench_appo.py: ``rlfast+cl+compile`` is the ``rlfast`` contende
 reference in one run."""
 
 OPTIONS = {"cl": "--channels-last", "compile": "--compile", "bf16": "--bf16"}
-"""suffix -> the trainer flag it adds (see RunArgs in rlfast/algos/run.py)"""
+"""suffix -> the trainer flag it adds (see RunArgs in rlfast/algos/runargs.py)"""
 
 
 def split(name: str) -> tuple[str, list[str]]:

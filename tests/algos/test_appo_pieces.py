@@ -13,7 +13,7 @@ import torch
 import rlfast
 from rlfast.algos.appo import APPOArgs, appo_loss
 from rlfast.algos.nets import MLPAgent
-from rlfast.algos.run import RunArgs
+from rlfast.algos.runargs import RunArgs
 from rlfast.algos.sampler import EpisodeCollector, Sampler, Stopped, Trajectories, TrajectoryBuilder, Weights
 
 

@@ -13,7 +13,7 @@ import torch.multiprocessing as mp
 
 from rlfast.algos.config import with_local_num_envs
 from rlfast.algos.distributed import OutOfSync, World
-from rlfast.algos.run import RunArgs
+from rlfast.algos.runargs import RunArgs
 
 
 def test_world_from_env():

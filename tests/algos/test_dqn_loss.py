@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from rlfast.algos.dqn import DQNArgs, ReplayRatio, epsilon_greedy, linear_schedule, soft_update, td_loss
-from rlfast.algos.run import RunArgs
+from rlfast.algos.runargs import RunArgs
 
 
 @dataclass

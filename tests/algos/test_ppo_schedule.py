@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from rlfast.algos.ppo import LOSS_NAMES, PPOArgs, PPOLoss, adapt_lr
-from rlfast.algos.run import RunArgs
+from rlfast.algos.runargs import RunArgs
 
 
 @dataclass

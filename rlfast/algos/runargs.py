@@ -1,0 +1,126 @@
+"""The flags every trainer has (``RunArgs``) and the checks that stop a run before it starts
+(``run_problems``); ``usage_error`` is how a bad command line ends: one ``error: ...`` line per problem.
+The run layer (``rlfast/algos/run.py``) applies them; a script composes ``RunArgs`` with its algorithm's
+flags, e.g. ``Args(PPOArgs, RunArgs)``."""
+
+import os
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import torch
+
+import rlfast
+from rlfast.algos.distributed import World
+from rlfast.algos.flags import Flags, bounded
+
+
+@dataclass
+class RunArgs(Flags):
+    """The flags every trainer has. A script's ``Args`` extends this (or a family's base built on it)."""
+
+    exp_name: str = "run"
+    """the name of this experiment (part of the run dir name)"""
+    seed: int = bounded(1, low=0, high=2**32, high_open=True, high_text="2**32")
+    """seed of the experiment (envs get seed + env index)"""
+    torch_deterministic: bool = True
+    """sets `torch.backends.cudnn.deterministic`"""
+    cuda: bool = True
+    """train on CUDA when it is available"""
+    compile: bool = False
+    """torch.compile the policy forward and the loss"""
+    cudagraphs: bool = False
+    """CUDA graphs for inference and the loss (torch.compile mode="reduce-overhead"; implies --compile; needs CUDA)"""
+    channels_last: bool = False
+    """Atari (Nature CNN) trainers: keep the CNN's weights and activations channels-last (NHWC), which oneDNN's
+    CPU convolutions run faster (nets.FrameNet)"""
+    bf16: bool = False
+    """Atari (Nature CNN) trainers: run the CNN under a bfloat16 autocast, its output and the losses float32
+    (fast on a CPU with AVX512-BF16 or AMX and on bf16 GPUs; elsewhere emulated and slower: a note says so)"""
+    config: Optional[str] = None
+    """a TOML preset (configs/*.toml) whose keys are these fields; the command line overrides it"""
+    resume: Optional[str] = None
+    """a checkpoint, or a run dir (its checkpoint.pt), to continue: its args are the defaults, and logs and
+    checkpoints go to its run dir"""
+    runs_dir: str = "runs"
+    """folder holding the run dirs `{env_id}__{exp_name}__{seed}__{time}`"""
+    save_interval: int = bounded(0, low=0, note="0: none")
+    """also save `checkpoint_{iteration}.pt` (kept) every this many iterations (0: none)"""
+    save_minutes: float = bounded(5.0, low=0, note="0: only at the end and on Ctrl-C")
+    """overwrite `checkpoint.pt` with the latest state every this many minutes (0: only at the end and on
+    Ctrl-C), so a crash loses at most that much training"""
+    target_return: Optional[float] = bounded(None)
+    """stop early once the mean return of the last 20 episodes reaches this"""
+    num_threads: Optional[int] = bounded(None, low=1, note="or left out")
+    """env pool worker threads (None: min(cores, num_envs))"""
+    torch_threads: Optional[int] = bounded(None, low=1, note="or left out")
+    """torch intra-op threads on CPU (None: torch's choice, one per core)"""
+    profile_sync: bool = False
+    """synchronize CUDA at profiler section boundaries (exact split, a little slower)"""
+
+    env_id: str = "CartPole-v1"
+    """the task id (rlfast.list_envs())"""
+    total_timesteps: int = bounded(500000, low=1)
+    """total env steps of the experiment"""
+    num_envs: int = bounded(4, low=1)
+    """the number of parallel envs, over all ranks under torchrun (each rank steps num_envs / world size)"""
+    local_num_envs: Optional[int] = bounded(None, low=1, note="or left out")
+    """envs per rank (Cleanba's local_num_envs): sets --num-envs to world size x this"""
+
+    def validate(self) -> list[str]:
+        """What is wrong with these values: one sentence per problem, naming the flag. Subclasses extend it."""
+        problems = super().validate()  # the declared ranges (rlfast/algos/flags.py)
+        if not self.exp_name or "/" in self.exp_name or os.sep in self.exp_name:
+            problems.append(f"--exp-name {self.exp_name!r} must be a non-empty name without '/'")
+        return problems
+
+
+def run_problems(
+    args: RunArgs,
+    script: str,
+    families: Sequence[str],
+    iterations: int,
+    steps_per_iteration: int,
+    start: int,
+    world: World = World(),
+    data_parallel: bool = True,
+    ckpt_world_size: Optional[int] = None,
+) -> list[str]:
+    """What stops a run before it starts: the flags' own problems first, then (when they are fine) a task
+    outside ``families``, no whole iteration in --total-timesteps, --cudagraphs without CUDA, a resumed
+    run whose checkpoint already holds ``start`` >= ``iterations`` iterations, and under torchrun: a trainer
+    without ``data_parallel`` support, envs that the ranks cannot share evenly, and a resumed run trained
+    on another number of ranks (``ckpt_world_size``)."""
+    problems = args.validate()
+    if problems:
+        return problems
+    if world.distributed:
+        if not data_parallel:
+            return [f"{script} runs on one rank: start it without torchrun (or with --nproc-per-node 1)"]
+        if args.num_envs % world.world_size:
+            problems.append(f"--num-envs {args.num_envs} is not divisible by the {world.world_size} ranks "
+                            "(or use --local-num-envs, the envs per rank)")  # fmt: skip
+    if ckpt_world_size is not None and ckpt_world_size != world.world_size:
+        problems.append(f"{args.resume} was trained on {ckpt_world_size} rank(s), this run has "
+                        f"{world.world_size}: resume it with the same number of ranks (torchrun "
+                        f"--nnodes x --nproc-per-node = {ckpt_world_size}); a different one is refused")  # fmt: skip
+    if families:
+        try:
+            family = rlfast.task_family(args.env_id)
+        except ValueError as e:
+            return [f"--env-id: {e}"]
+        if family not in families:
+            problems.append(f"{script} trains {' or '.join(families)} tasks; {args.env_id} is from the {family} family")
+    if iterations < 1:
+        problems.append(f"--total-timesteps {args.total_timesteps:,} is less than one iteration of "
+                        f"{steps_per_iteration:,} steps")  # fmt: skip
+    if args.cudagraphs and not (args.cuda and torch.cuda.is_available()):
+        problems.append("--cudagraphs needs a CUDA device (none available, or --no-cuda); run without it")
+    if start >= iterations >= 1:
+        problems.append(f"{args.resume} already holds {start} of the {iterations} iterations asked for; "
+                        "raise --total-timesteps to continue it")  # fmt: skip
+    return problems
+
+
+def usage_error(*problems: str) -> SystemExit:
+    """The exit of a bad command line: one ``error: ...`` line per problem on stderr, status 1 (raise it)."""
+    return SystemExit("\n".join(f"error: {p}" for p in problems))
