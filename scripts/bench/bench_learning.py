@@ -197,6 +197,7 @@ def curve(path: Path, window: int) -> dict:
         "sps": steps / seconds[-1] if seconds and seconds[-1] else 0.0,
         "episodes": len(episodes),
         "final": points[-1][2] if points else None,
+        "last_tenth": statistics.mean(tail) if (tail := [p[2] for p in points if p[0] >= 0.9 * steps]) else None,
         "best": max(p[2] for p in points) if points else None,
         "curve": {"steps": [p[0] for p in keep], "seconds": [round(p[1], 1) for p in keep],
                   "mean_return": [round(p[2], 2) for p in keep]},  # fmt: skip
@@ -224,14 +225,15 @@ def report(args: Args, out: Path) -> dict:
         if path is not None and list(path.glob("events.out.tfevents.*")):
             runs[seed] = curve(path, args.window)
     to_it = f"steps to {args.threshold:,.0f} | minutes to it | " if args.threshold is not None else ""
-    rows = [f"{label} on {args.env_id}, mean return of the last {args.window} training episodes; machine: "
-            f"{cpu_model()}, {os.cpu_count()} cores", "",
-            "| seed | steps | final | best | " + to_it + "steps/s | cores | status |",
-            "|---|---|---|---|" + ("---|---|" if to_it else "") + "---|---|---|"]  # fmt: skip
+    rows = [f"{label} on {args.env_id}, mean return of the last {args.window} training episodes (final: at the end; "
+            f"last 10%: averaged over the last 10% of the steps; best: the highest); machine: {cpu_model()}, "
+            f"{os.cpu_count()} cores", "",
+            "| seed | steps | final | last 10% | best | " + to_it + "steps/s | cores | status |",
+            "|---|---|---|---|---|" + ("---|---|" if to_it else "") + "---|---|---|"]  # fmt: skip
     for seed, r in runs.items():
         if args.threshold is not None:
             r["to_threshold"] = dict(zip(("steps", "seconds"), first_reaching(r["_points"], args.threshold)))
-        cells = [str(seed), f"{r['steps']:,}", fmt(r["final"]), fmt(r["best"])]
+        cells = [str(seed), f"{r['steps']:,}", fmt(r["final"]), fmt(r["last_tenth"]), fmt(r["best"])]
         if args.threshold is not None:
             t = r["to_threshold"]
             cells += [fmt(t["steps"]), fmt(t["seconds"] / 60 if t["seconds"] is not None else None, ".1f")]
@@ -242,6 +244,7 @@ def report(args: Args, out: Path) -> dict:
         rows.append("| " + " | ".join(cells) + " |")
     finals = [r["final"] for r in runs.values() if r["final"] is not None]
     bests = [r["best"] for r in runs.values() if r["best"] is not None]
+    tenths = [r["last_tenth"] for r in runs.values() if r["last_tenth"] is not None]
     if finals:
         reach = ""
         if args.threshold is not None:
@@ -251,7 +254,8 @@ def report(args: Args, out: Path) -> dict:
                          f" {statistics.median(t['seconds'] for t in hits) / 60:.1f} |")  # fmt: skip
             else:
                 reach = f" {len(hits)} of {len(runs)} seeds reached it | |"
-        rows.append(f"| median | | {statistics.median(finals):,.0f} | {statistics.median(bests):,.0f} |{reach} | | |")
+        rows.append(f"| median | | {statistics.median(finals):,.0f} | {statistics.median(tenths):,.0f} | "
+                    f"{statistics.median(bests):,.0f} |{reach} | | |")  # fmt: skip
     refs = REFERENCES.get(args.env_id, [])
     if refs:
         rows += ["", "Published reference:"] + [
