@@ -99,8 +99,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     run.track(models={"agent": q_network, "target": target_network}, optimizers={"optimizer": optimizer})
 
     N, T = args.num_envs, args.num_steps
-    rb = replay_buffer(args, obs_space.shape, torch.float32, device, save_with_checkpoint=run.save_with_checkpoint,
-                       resumed=run.resumed)  # fmt: skip
+    rb = replay_buffer(args, obs_space.shape, torch.float32, device, run.save_with_checkpoint, run.resumed)
     ep_done, ep_return = torch.zeros((T, N), dtype=torch.bool), torch.zeros((T, N))
     ep_length = torch.zeros((T, N), dtype=torch.int32)
     obs = torch.zeros((N, *obs_space.shape), device=device)  # the observations the next actions are chosen from

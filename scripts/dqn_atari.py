@@ -130,8 +130,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
               env_kwargs=TRAIN_ENV_KWARGS, eval_env_kwargs=EVAL_ENV_KWARGS)  # fmt: skip
 
     N, T = args.num_envs, args.num_steps
-    rb = replay_buffer(args, frame_shape, torch.uint8, device, stack=STACK,
-                       save_with_checkpoint=run.save_with_checkpoint, resumed=run.resumed)  # fmt: skip
+    rb = replay_buffer(args, frame_shape, torch.uint8, device, run.save_with_checkpoint, run.resumed, stack=STACK)
     stack = rlfast.FrameStack(N, STACK, frame_shape, device=device)
     ids = torch.arange(N, device=device)
     games = GameStats(N)

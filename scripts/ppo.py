@@ -89,11 +89,12 @@ def update(agent: Agent, optimizer: torch.optim.Optimizer, loss_fn: Callable[...
                 adv = mb["advantages"]
                 mb["advantages"] = normalize_advantages(adv, mean_std=world.mean_std(adv, size))
             optimizer.zero_grad(set_to_none=True)
-            mb_stats = torch.zeros(len(LOSS_NAMES), device=advantages.device)
-            if share > 0:  # a rank may hold none of a minibatch's rows (torchrun)
+            if share > 0:
                 out = loss_fn(agent, args, mb)
                 (out.loss * share).backward()
                 mb_stats = torch.stack(out[1:]).detach() * share
+            else:  # torchrun: this rank holds none of the minibatch's rows, but joins its collectives
+                mb_stats = torch.zeros(len(LOSS_NAMES), device=advantages.device)
             world.sync_grads(agent.parameters())
             nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
             optimizer.step()

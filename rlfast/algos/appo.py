@@ -2,7 +2,7 @@
 which holds the update loop; the sampling side (trajectories, the sampler thread, the weights it acts
 with, episode statistics) is ``rlfast/algos/sampler.py`` (Sample Factory's learning / sampling split).
 
-APPOArgs    the hyperparameters on top of the run layer's flags
+APPOArgs    the hyperparameters (scripts/appo.py composes them with RunArgs)
 appo_loss   V-trace targets and PPO's clipped loss on a minibatch of trajectories
 """
 
@@ -19,7 +19,7 @@ from rlfast.algos.vtrace import vtrace
 
 @dataclass
 class APPOArgs(Flags):
-    """APPO's hyperparameters; ``scripts/appo.py``'s ``Args`` extends this."""
+    """APPO's hyperparameters; ``scripts/appo.py``'s ``Args`` composes this with ``RunArgs``."""
 
     num_envs: int = 64
     env_batch_size: Optional[int] = None

@@ -24,7 +24,8 @@ from rlfast.algos.replay import ReplayBuffer, format_bytes
 
 @dataclass
 class DQNArgs(Flags):
-    """CleanRL's ``dqn.py`` hyperparameters (its defaults); a DQN script's ``Args`` extends this."""
+    """CleanRL's ``dqn.py`` hyperparameters (its defaults); a DQN script's ``Args`` composes this with
+    ``RunArgs``."""
 
     num_envs: int = 1
     learning_rate: float = bounded(2.5e-4, low=0, low_open=True)
@@ -162,9 +163,9 @@ def replay_buffer(
     obs_shape: Sequence[int],
     obs_dtype: torch.dtype,
     device: torch.device,
+    save_with_checkpoint: Callable[[str, Any], Optional[Path]],
+    resumed: bool,
     stack: int = 1,
-    save_with_checkpoint: Optional[Callable[[str, Any], Optional[Path]]] = None,
-    resumed: bool = False,
 ) -> ReplayBuffer:
     """The DQN trainers' replay buffer on ``device`` (``--buffer-size``, ``--n-step``, ``--gamma``), its size
     printed; with ``--save-replay`` handed to ``save_with_checkpoint`` (``Run.save_with_checkpoint``: saved with
@@ -174,7 +175,7 @@ def replay_buffer(
                       n_step=args.n_step, gamma=args.gamma)  # fmt: skip
     saved = "; saved with every checkpoint.pt (--save-replay)" if args.save_replay else ""
     print(f"replay buffer: {rb.capacity:,} transitions, {format_bytes(rb.nbytes)} on {device}{saved}", flush=True)
-    if args.save_replay and save_with_checkpoint is not None:
+    if args.save_replay:
         if (path := save_with_checkpoint("replay_buffer.pt", rb)) is not None:
             print(f"replay buffer: restored from {path}", flush=True)
     elif resumed:

@@ -1,7 +1,7 @@
 """PPO (Schulman et al. 2017) as in CleanRL: the pure pieces the PPO trainers in ``scripts/`` share.
 Each script holds its own update loop (``update``: GAE, epochs, minibatches, loss, optimizer step).
 
-PPOArgs              CleanRL's PPO hyperparameters on top of the run layer's flags (scripts override defaults)
+PPOArgs              CleanRL's PPO hyperparameters (a script composes them with RunArgs, overriding defaults)
 Rollout              T x B rollout storage on the training device (episode statistics on the host)
 ppo_loss             clipped surrogate, optionally clipped value loss, entropy bonus, diagnostics (PPOLoss)
 anneal_lr, adapt_lr  CleanRL's linear learning-rate schedule; rl_games' KL-adaptive one
@@ -19,7 +19,8 @@ from rlfast.algos.flags import Flags, bounded
 
 @dataclass
 class PPOArgs(Flags):
-    """CleanRL's ``ppo.py`` hyperparameters (its defaults); a PPO script's ``Args`` extends this."""
+    """CleanRL's ``ppo.py`` hyperparameters (its defaults); a PPO script's ``Args`` composes this with
+    ``RunArgs``."""
 
     learning_rate: float = bounded(2.5e-4, low=0, low_open=True)
     """the learning rate of the optimizer"""

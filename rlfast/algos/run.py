@@ -244,7 +244,7 @@ class Run:
         return save_checkpoint(self.run_dir / name, state)
 
     def __enter__(self) -> "Run":
-        self._interrupts.__enter__()
+        self._interrupts.catch()
         total_steps = self.num_iterations * self.steps_per_iteration
         self._schedule = CheckpointSchedule(self.args.save_interval, self.args.save_minutes)
         self._start_step = self.global_step
@@ -311,7 +311,7 @@ class Run:
             if exc_type is KeyboardInterrupt:
                 self.exit_code = 128 + self._interrupts.signum
         finally:
-            self._interrupts.__exit__()
+            self._interrupts.restore()
             for pool in self.pools:
                 pool.close()
             if self.log is not None:

@@ -16,7 +16,8 @@ from rlfast.algos.flags import Flags, bounded
 
 @dataclass
 class RunArgs(Flags):
-    """The flags every trainer has. A script's ``Args`` extends this (or a family's base built on it)."""
+    """The flags every trainer has. A script's ``Args`` extends this, composed with its algorithm's flags
+    (e.g. ``Args(PPOArgs, RunArgs)``)."""
 
     exp_name: str = "run"
     """the name of this experiment (part of the run dir name)"""

@@ -148,9 +148,7 @@ def trainer_sps(name: str, args: Args) -> tuple[float, str]:
 
 
 def main(args: Args) -> dict[str, float]:
-    unknown = speed_options.unknown(args.contenders, CONTENDERS, TUNABLE)
-    if unknown:
-        raise SystemExit(f"error: unknown contender(s) {unknown}; {speed_options.help_text(CONTENDERS, TUNABLE)}")
+    speed_options.check(args.contenders, CONTENDERS, TUNABLE)
     if args.torch_threads:
         torch.set_num_threads(args.torch_threads)
     results: dict[str, float] = {}

@@ -347,9 +347,7 @@ def format_table(args: Args, setting: str, results: dict[str, Result], device: t
 
 
 def main(args: Args) -> dict[str, dict[str, Result]]:
-    unknown = speed_options.unknown(args.contenders, CONTENDERS, TUNABLE)
-    if unknown:
-        raise SystemExit(f"error: unknown contender(s) {unknown}; {speed_options.help_text(CONTENDERS, TUNABLE)}")
+    speed_options.check(args.contenders, CONTENDERS, TUNABLE)
     for setting in args.settings:
         num_envs, batch = parse_setting(setting)
         if args.learning_starts < batch or args.learning_starts >= args.steps:

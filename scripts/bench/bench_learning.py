@@ -13,8 +13,8 @@ unfinished ones from their last checkpoint (``--resume``), so a long benchmark c
 
 Writes ``OUT/curves.json`` (per seed: the mean return of the last ``--window`` episodes at each episode
 end, against env steps and wall seconds, thinned to at most 400 points; the summary), ``OUT/curves.png``
-(both curves, the threshold, the published reference) and ``OUT/table.md`` (per seed: final and best
-windowed mean, steps and minutes to the threshold, steps/s; the median over seeds; the reference with
+(both curves, the threshold, the published reference) and ``OUT/table.md`` (per seed: final, last-10% and
+best windowed mean, steps and minutes to the threshold, steps/s; the median over seeds; the reference with
 its source), and prints the table.
 """
 

@@ -259,9 +259,7 @@ def format_table(args: Args, num_envs: int, results: dict[str, Result], device: 
 
 
 def main(args: Args) -> dict[int, dict[str, Result]]:
-    unknown = speed_options.unknown(args.contenders, CONTENDERS, TUNABLE)
-    if unknown:
-        raise SystemExit(f"error: unknown contender(s) {unknown}; {speed_options.help_text(CONTENDERS, TUNABLE)}")
+    speed_options.check(args.contenders, CONTENDERS, TUNABLE)
     if args.iterations < 1:
         raise SystemExit(f"error: --iterations must be >= 1 (SPS is measured after the warm-up), got {args.iterations}")
     device = "cuda" if torch.cuda.is_available() and args.cuda else "cpu"

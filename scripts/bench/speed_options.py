@@ -27,3 +27,10 @@ def help_text(plain: tuple[str, ...], tunable: tuple[str, ...]) -> str:
     """The error line's list of choices."""
     return (f"choose from {list(plain)}; {', '.join(tunable)} also with +option suffixes from {list(OPTIONS)} "
             f"(e.g. {tunable[0]}+cl+compile)")  # fmt: skip
+
+
+def check(names: tuple[str, ...], plain: tuple[str, ...], tunable: tuple[str, ...]) -> None:
+    """Ends a benchmark with one ``error: ...`` line when ``names`` holds a contender it does not know."""
+    bad = unknown(names, plain, tunable)
+    if bad:
+        raise SystemExit(f"error: unknown contender(s) {bad}; {help_text(plain, tunable)}")
