@@ -2,7 +2,7 @@
 
 A sampler thread steps the pool in async mode (``--env-batch-size`` envs per ``recv``, half of
 ``--num-envs`` by default, so one half steps while the policy acts on the other), writes each
-env's steps into device trajectories of ``--rollout`` steps and hands complete ones to the learner
+env's steps into device trajectories of ``--trajectory-length`` steps and hands complete ones to the learner
 ``--batch-size`` samples at a time through a bounded queue. The learner (this thread) computes
 V-trace targets under its current weights and takes ``--num-minibatches`` PPO-clipped SGD steps
 per batch, publishing the weights to the sampler after each; every sample keeps the version
@@ -35,11 +35,12 @@ from torch import nn
 import rlfast
 from rlfast.algos.appo import APPOArgs, appo_loss
 from rlfast.algos.config import parse_or_resume
+from rlfast.algos.episodes import Episodes
 from rlfast.algos.nets import MLPAgent, NatureCNNAgent, set_speed
 from rlfast.algos.ppo import LOSS_NAMES, PPOLoss
 from rlfast.algos.run import Run
 from rlfast.algos.runargs import RunArgs, usage_error
-from rlfast.algos.sampler import EpisodeCollector, Sampler, Trajectories, Weights
+from rlfast.algos.sampler import Sampler, Trajectories, Weights
 
 SCRIPT = "appo.py"
 ATARI_ENV_KWARGS = {"episodic_life": True, "reward_clip": True}
@@ -113,11 +114,11 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     run.track(models={"agent": agent}, optimizers={"optimizer": optimizer}, env_kwargs=env_kwargs or None,
               eval_env_kwargs=ATARI_EVAL_ENV_KWARGS if atari else None)  # fmt: skip
     loss_fn = run.compile(appo_loss)
-    episodes = EpisodeCollector(args.num_envs, atari)
+    episodes = Episodes(args.num_envs, atari)
     generator = torch.Generator(device=device).manual_seed(args.seed)  # the learner's minibatch order
     version = 0  # SGD steps taken by this process (the policy lag counts in these)
 
-    with run, Sampler(envs, args, agent, episodes, device) as sampler:
+    with run, Sampler(envs, args, agent, episodes.collect, device) as sampler:
         for _ in run.iterations():
             with timer("wait"):
                 batch = sampler.next_batch()

@@ -28,6 +28,7 @@ from torch import nn
 
 from rlfast.algos.config import parse_or_resume
 from rlfast.algos.dqn import DQNArgs, ReplayRatio, epsilon_greedy, replay_buffer, soft_update, td_loss
+from rlfast.algos.episodes import Episodes
 from rlfast.algos.replay import ReplayBuffer
 from rlfast.algos.run import Run
 from rlfast.algos.runargs import RunArgs, usage_error
@@ -100,8 +101,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
 
     N, T = args.num_envs, args.num_steps
     rb = replay_buffer(args, obs_space.shape, torch.float32, device, run.save_with_checkpoint, run.resumed)
-    ep_done, ep_return = torch.zeros((T, N), dtype=torch.bool), torch.zeros((T, N))
-    ep_length = torch.zeros((T, N), dtype=torch.int32)
+    episodes = Episodes(N, atari=False, rows=T)
     obs = torch.zeros((N, *obs_space.shape), device=device)  # the observations the next actions are chosen from
     view, _ = envs.reset()
     obs.copy_(view)
@@ -130,11 +130,9 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
                     # after this one: add() copies them (non-blocking) before then.
                     rb.add(obs, actions, r, terminated, truncated)
                     obs.copy_(o, non_blocking=True)
-                    torch.logical_or(terminated, truncated, out=ep_done[step])
-                    ep_return[step].copy_(info["episode_return"])
-                    ep_length[step].copy_(info["episode_length"])
+                    episodes.record(step, terminated, truncated, info)
 
-            run.end_iteration(N * T, {**losses, "charts/epsilon": epsilon}, (ep_done, ep_return, ep_length))
+            run.end_iteration(N * T, {**losses, "charts/epsilon": epsilon}, episodes.table)
     return run.exit_code
 
 

@@ -30,9 +30,9 @@ import torch
 from torch import nn
 
 import rlfast
-from rlfast.algos.atari_stats import GameStats
 from rlfast.algos.config import parse_or_resume
 from rlfast.algos.dqn import DQNArgs, ReplayRatio, epsilon_greedy, replay_buffer, soft_update, td_loss
+from rlfast.algos.episodes import Episodes
 from rlfast.algos.nets import FrameNet, set_speed
 from rlfast.algos.replay import ReplayBuffer
 from rlfast.algos.run import Run
@@ -133,9 +133,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     rb = replay_buffer(args, frame_shape, torch.uint8, device, run.save_with_checkpoint, run.resumed, stack=STACK)
     stack = rlfast.FrameStack(N, STACK, frame_shape, device=device)
     ids = torch.arange(N, device=device)
-    games = GameStats(N)
-    ep_done, ep_return = torch.zeros((T, N), dtype=torch.bool), torch.zeros((T, N))
-    ep_length = torch.zeros((T, N), dtype=torch.int32)
+    episodes = Episodes(N, atari=True, rows=T)
     # The frame each env's next action is chosen from, and whether it starts a game (what the buffer stores).
     frame = torch.zeros((N, *frame_shape), dtype=torch.uint8, device=device)
     first = torch.zeros(N, dtype=torch.bool, device=device)
@@ -169,10 +167,9 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
                     frame.copy_(o, non_blocking=True)
                     first.copy_(info["new_game"], non_blocking=True)
                     obs = stack.update(frame, ids, first)
-                    ended, score, length = games.update(info["reward"], truncated, info["game_over"], info["new_game"])
-                    ep_done[step], ep_return[step], ep_length[step] = ended, score, length
+                    episodes.record(step, terminated, truncated, info)
 
-            run.end_iteration(N * T, {**losses, "charts/epsilon": epsilon}, (ep_done, ep_return, ep_length))
+            run.end_iteration(N * T, {**losses, "charts/epsilon": epsilon}, episodes.table)
     return run.exit_code
 
 

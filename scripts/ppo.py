@@ -27,6 +27,7 @@ from torch import nn
 
 from rlfast.algos.config import parse_or_resume
 from rlfast.algos.distributed import World
+from rlfast.algos.episodes import Episodes
 from rlfast.algos.gae import gae
 from rlfast.algos.nets import MLPAgent
 from rlfast.algos.ppo import (LOSS_NAMES, PPOArgs, PPOLoss, Rollout, adapt_lr, anneal_lr, explained_variance,
@@ -124,6 +125,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     num_actions = int(envs.single_action_space.n)
     obs_shape = envs.single_observation_space.shape
     rollout = Rollout(T, B, obs_shape, device=device)
+    episodes = Episodes(B, atari=False, rows=T)  # on the host, where the pool writes them
     next_obs = torch.zeros((B, *obs_shape), device=device)
     next_done = torch.zeros(B, device=device)
     view, _ = envs.reset()
@@ -142,12 +144,12 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
                     # one; the next step's action.cpu() waits for these (stream-ordered) copies.
                     next_obs.copy_(o, non_blocking=True)
                     rollout.store(step, rewards=r)
-                    rollout.store_episodes(step, terminated, truncated, info)
-                    next_done.copy_(rollout.ep_done[step], non_blocking=True)
+                    ended = episodes.record(step, terminated, truncated, info)
+                    next_done.copy_(ended, non_blocking=True)
 
             with timer("train"):
                 scalars = update(agent, optimizer, loss_fn, rollout, next_obs, next_done, args, run.world)
-            run.end_iteration(args.batch_size, scalars, rollout.episodes)
+            run.end_iteration(args.batch_size, scalars, episodes.table)
     return run.exit_code
 
 

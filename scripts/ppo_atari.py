@@ -22,7 +22,7 @@ the policy acts on the other. Every env still gets each action from the current 
 the rollout is PPO's.
 
 ``charts/episodic_return`` is the raw score of a whole game (all lives, unclipped) and
-``charts/episodic_length`` its agent steps, as CleanRL logs them (``rlfast/algos/atari_stats.py``);
+``charts/episodic_length`` its agent steps, as CleanRL logs them (``rlfast/algos/episodes.py``);
 the losses use the clipped, per-life rewards and dones, as CleanRL's. Episode ends use
 next-step autoreset and CleanRL's done convention (``rlfast/algos/gae.py``).
 """
@@ -37,9 +37,9 @@ import torch
 from torch import nn
 
 import rlfast
-from rlfast.algos.atari_stats import GameStats
 from rlfast.algos.config import parse_or_resume
 from rlfast.algos.distributed import World
+from rlfast.algos.episodes import Episodes
 from rlfast.algos.gae import gae
 from rlfast.algos.nets import NatureCNNAgent, set_speed
 from rlfast.algos.ppo import (LOSS_NAMES, PPOArgs, PPOLoss, Rollout, adapt_lr, anneal_lr, explained_variance,
@@ -102,7 +102,6 @@ class EnvGroup:
     pool: rlfast.EnvPool
     envs: slice
     stack: rlfast.FrameStack
-    games: GameStats
     ids: torch.Tensor
     """[n] env ids on the device (a sync pool returns its envs in id order)"""
 
@@ -118,7 +117,7 @@ def make_groups(run: Run, args: Args) -> list[EnvGroup]:
         pool = run.make_env(n, num_threads=min(split[k], n), seed=run.env_seed + k * n, **TRAIN_ENV_KWARGS)
         stack = rlfast.FrameStack(n, STACK, pool.single_observation_space.shape, device=run.device)
         ids = torch.arange(n, device=run.device)
-        groups.append(EnvGroup(pool, slice(k * n, (k + 1) * n), stack, GameStats(n), ids))
+        groups.append(EnvGroup(pool, slice(k * n, (k + 1) * n), stack, ids))
     return groups
 
 
@@ -187,9 +186,10 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
               eval_env_kwargs=EVAL_ENV_KWARGS)  # fmt: skip
     policy, loss_fn = run.compile(agent.get_action_and_value), run.compile(minibatch_loss)
 
-    # Rollout storage on the training device (observations as uint8); game stats on the host, where they arrive.
+    # Rollout storage on the training device (observations as uint8); whole games on the host, where they arrive.
     T, B = args.num_steps, run.local_num_envs  # this rank's envs (all of them without torchrun)
     rollout = Rollout(T, B, obs_space.shape, obs_dtype=torch.uint8, device=device)
+    episodes = Episodes(B, atari=True, rows=T)
     next_obs = torch.zeros((B, *obs_space.shape), dtype=torch.uint8, device=device)
     next_done = torch.zeros(B, dtype=torch.bool, device=device)
     for group in groups:
@@ -219,8 +219,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
             new_game = info["new_game"]
             frames = o.to(device, non_blocking=True)
             next_obs[group.envs] = group.stack.update(frames, group.ids, new_game.to(device, non_blocking=True))
-            ended, score, length = group.games.update(info["reward"], trunc, info["game_over"], new_game)
-            rollout.store((step, group.envs), ep_done=ended, ep_return=score, ep_length=length)
+            episodes.record(step, term, trunc, info, group.envs)
 
     with run:
         for iteration in run.iterations():
@@ -237,7 +236,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
 
             with timer("train"):
                 scalars = update(agent, optimizer, loss_fn, rollout, next_obs, next_done, args, run.world)
-            run.end_iteration(args.batch_size, scalars, rollout.episodes)
+            run.end_iteration(args.batch_size, scalars, episodes.table)
     return run.exit_code
 
 

@@ -39,6 +39,7 @@ from torch import nn
 from rlfast.algos.config import parse_or_resume
 from rlfast.algos.continuous import ObsRewardNormalizer, diag_normal
 from rlfast.algos.distributed import World
+from rlfast.algos.episodes import Episodes
 from rlfast.algos.flags import bounded
 from rlfast.algos.gae import gae
 from rlfast.algos.nets import tanh_mlp
@@ -217,6 +218,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     # Rollout storage on the training device; episode stats stay on the host, where they arrive.
     T, B = args.num_steps, run.local_num_envs  # this rank's envs (all of them without torchrun)
     rollout = Rollout(T, B, obs_shape, action_shape, action_dtype=torch.float32, device=device)
+    episodes = Episodes(B, atari=False, rows=T)
     next_obs = torch.zeros((B, *obs_shape), device=device)
     next_done = torch.zeros(B, device=device)
     next_terminated = torch.zeros(B, device=device)  # the part of next_done that is not a time limit
@@ -243,12 +245,12 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
                     rollout.store(step, rewards=norm.rewards(r.to(device, non_blocking=True), term, trunc))
                     torch.logical_or(term, trunc, out=next_done)
                     next_terminated.copy_(term)
-                    rollout.store_episodes(step, terminated, truncated, info)
+                    episodes.record(step, terminated, truncated, info)
 
             with timer("train"):
                 scalars = update(agent, optimizer, loss_fn, rollout, next_obs, next_done, next_terminated, args,
                                  run.world)  # fmt: skip
-            run.end_iteration(args.batch_size, scalars, rollout.episodes)
+            run.end_iteration(args.batch_size, scalars, episodes.table)
     return run.exit_code
 
 

@@ -10,7 +10,7 @@ runlog         run dir name, tensorboard scalars, episode stats, SPS and the pro
 profiling      SectionTimer: env / inference / train / other per iteration and a summary table
 ppo            PPOArgs, Rollout storage, the clipped PPO loss, learning-rate schedules (the update: in each script)
 appo           APPOArgs, the APPO loss (V-trace targets, PPO's clip); the update: in scripts/appo.py
-sampler        APPO's sampling side: the sampler thread, trajectories, published weights, episode statistics
+sampler        APPO's sampling side: the sampler thread, trajectories, published weights
 dqn            DQNArgs, the epsilon schedule, device-side epsilon-greedy, the TD loss (Double DQN), ReplayRatio
 replay         replay buffer on the training device: each observation stored once, stacks rebuilt when sampled
 gae            generalized advantage estimation (CleanRL's done convention, next-step autoreset)
@@ -18,5 +18,5 @@ nets           CleanRL's orthogonal layer init and tanh MLP
 distributions  categorical sampling / log-prob / entropy as plain tensor ops
 continuous     diagonal Gaussian policy; CleanRL's MuJoCo observation/reward wrappers on the device
 normalize      RunningMeanStd, observation normalizer, reward scaler (gymnasium semantics, any device)
-atari_stats    whole-game raw scores and lengths under episodic life, vectorized
+episodes       the one episode recorder of every trainer; Atari whole games (raw scores across lives)
 """

@@ -7,7 +7,7 @@ appo_loss   V-trace targets and PPO's clipped loss on a minibatch of trajectorie
 """
 
 from dataclasses import dataclass
-from typing import Mapping, Optional
+from typing import ClassVar, Mapping, Optional
 
 import torch
 from torch import nn
@@ -21,11 +21,13 @@ from rlfast.algos.vtrace import vtrace
 class APPOArgs(Flags):
     """APPO's hyperparameters; ``scripts/appo.py``'s ``Args`` composes this with ``RunArgs``."""
 
+    RENAMED: ClassVar[dict[str, str]] = {"rollout": "trajectory_length"}
+
     num_envs: int = 64
     env_batch_size: Optional[int] = None
     """envs per `recv` of the async pool (None: num_envs // 2, double-buffered sampling; num_envs: sync)"""
-    rollout: int = bounded(32, low=1)
-    """steps per trajectory (T)"""
+    trajectory_length: int = bounded(32, low=1)
+    """steps per trajectory (T; Sample Factory's --trajectory-length, which is still accepted)"""
     batch_size: int = bounded(2048, low=1)
     """samples per learner batch: a whole number of trajectories"""
     num_minibatches: int = bounded(2, low=1)
@@ -62,7 +64,7 @@ class APPOArgs(Flags):
 
     @property
     def trajectories_per_batch(self) -> int:
-        return self.batch_size // max(self.rollout, 1)
+        return self.batch_size // max(self.trajectory_length, 1)
 
     @property
     def num_iterations(self) -> int:
@@ -81,15 +83,15 @@ class APPOArgs(Flags):
             return problems
         if self.env_batch_size is not None and not 1 <= self.env_batch_size <= self.num_envs:
             problems.append(f"--env-batch-size must be in [1, --num-envs {self.num_envs}], got {self.env_batch_size}")
-        if self.batch_size % self.rollout:
-            problems.append(f"--batch-size {self.batch_size} is not a whole number of --rollout {self.rollout} "
+        if self.batch_size % self.trajectory_length:
+            problems.append(f"--batch-size {self.batch_size} is not a whole number of --trajectory-length {self.trajectory_length} "
                             "trajectories")  # fmt: skip
         elif self.trajectories_per_batch % self.num_minibatches:
             problems.append(f"the {self.trajectories_per_batch} trajectories of a batch do not split into "
                             f"--num-minibatches {self.num_minibatches}")  # fmt: skip
-        if self.deterministic and self.batch_size != self.num_envs * self.rollout:
+        if self.deterministic and self.batch_size != self.num_envs * self.trajectory_length:
             problems.append(f"--deterministic trains on whole rollouts of every env: --batch-size must be "
-                            f"--num-envs x --rollout = {self.num_envs * self.rollout}, got {self.batch_size}")
+                            f"--num-envs x --trajectory-length = {self.num_envs * self.trajectory_length}, got {self.batch_size}")
         return problems
 
 

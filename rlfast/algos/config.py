@@ -5,7 +5,9 @@
 
 Layers, later wins: the dataclass defaults, ``base``, the TOML file, the command line. TOML
 keys are ``Args`` field names (``num_envs`` or ``num-envs``); unknown keys are an error
-naming them. The preset's path is recorded in the ``config`` field when ``Args`` has one.
+naming them. The preset's path is recorded in the ``config`` field when ``Args`` has one. A field's
+old name (``Args.RENAMED``, rlfast/algos/flags.py) still works in every layer: as a flag, a TOML key
+and in the args of a checkpoint written before the rename.
 """
 
 import dataclasses
@@ -45,6 +47,24 @@ def split_config_flag(argv: Sequence[str]) -> tuple[Optional[str], list[str]]:
     return path, rest
 
 
+def new_names(cls: type, values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` with the old field names of ``cls.RENAMED`` replaced by the new ones."""
+    renamed = getattr(cls, "RENAMED", {})
+    return {renamed.get(key, key): value for key, value in values.items()}
+
+
+def new_flags(cls: type, argv: Sequence[str]) -> list[str]:
+    """``argv`` with ``--old-name`` (and ``--old-name=v``) of ``cls.RENAMED`` written as ``--new-name``."""
+    flags = {}
+    for old, new in getattr(cls, "RENAMED", {}).items():
+        flags[f"--{old}"] = flags[f"--{old.replace('_', '-')}"] = f"--{new.replace('_', '-')}"
+    out = []
+    for arg in argv:
+        name, eq, value = arg.partition("=")
+        out.append(flags[name] + eq + value if name in flags else arg)
+    return out
+
+
 def load_toml(cls: type, path: str) -> dict[str, Any]:
     """A preset's values keyed by field name; SystemExit naming the file for unknown keys."""
     try:
@@ -55,7 +75,7 @@ def load_toml(cls: type, path: str) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as e:
         raise SystemExit(f"error: config file {path}: {e}") from None
     names = {f.name for f in dataclasses.fields(cls)}
-    values = {key.replace("-", "_"): value for key, value in data.items()}
+    values = new_names(cls, {key.replace("-", "_"): value for key, value in data.items()})
     unknown = sorted(set(values) - names)
     if unknown:
         raise SystemExit(f"error: config file {path}: unknown keys {', '.join(unknown)} (not fields of {cls.__name__})")
@@ -81,12 +101,12 @@ def parse_args(cls: type[T], argv: Optional[Sequence[str]] = None, base: Optiona
     """Builds ``cls`` from defaults <- ``base`` <- ``--config`` TOML <- command line (``argv``)."""
     path, rest = split_config_flag(sys.argv[1:] if argv is None else argv)
     names = {f.name for f in dataclasses.fields(cls)}
-    values = {k: v for k, v in (base or {}).items() if k in names}
+    values = {k: v for k, v in new_names(cls, base or {}).items() if k in names}
     if path is not None:
         values.update(load_toml(cls, path))
         if "config" in names:
             values["config"] = str(Path(path))
-    return tyro.cli(cls, default=cls(**values), args=rest)
+    return tyro.cli(cls, default=cls(**values), args=new_flags(cls, rest))
 
 
 def parse_or_resume(cls: type[T], script: str, argv: Optional[Sequence[str]] = None) -> tuple[T, Optional[dict]]:

@@ -9,13 +9,15 @@
 ``Flags.validate()`` checks every declared range (also of fields a subclass redeclares with another
 default: the range stays with the name) and returns one sentence per problem naming the flag, e.g.
 ``--num-steps must be >= 1, got 0``; a class adds the checks that tie several flags together by
-extending ``validate``. Configs compose by inheritance: a script's ``Args(PPOArgs, RunArgs)``.
+extending ``validate``. Configs compose by inheritance: a script's ``Args(PPOArgs, RunArgs)``. A renamed
+field keeps its old name in ``RENAMED`` (old -> new), which presets, checkpoints' args and command lines
+still use (rlfast/algos/config.py maps them).
 """
 
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,9 @@ def declared_ranges(cls: type) -> dict[str, Range]:
 class Flags:
     """Base of the flag dataclasses: ``validate`` checks the declared ranges. Subclasses extend ``validate``
     (calling ``super().validate()`` first), so that composed configs check everything once."""
+
+    RENAMED: ClassVar[dict[str, str]] = {}
+    """old field name -> its new name, for presets, checkpoints and command lines written before a rename"""
 
     def validate(self) -> list[str]:
         """What is wrong with these values: one sentence per problem, naming the flag."""

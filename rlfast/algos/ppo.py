@@ -9,7 +9,7 @@ explained_variance   of the value predictions, over every rank's rows
 """
 
 from dataclasses import dataclass
-from typing import Any, Mapping, NamedTuple, Optional, Sequence, Union
+from typing import Any, NamedTuple, Optional, Sequence, Union
 
 import torch
 
@@ -88,9 +88,7 @@ class Rollout:
 
     On ``device``: ``obs`` [T, B, *obs_shape], ``actions`` [T, B, *action_shape], and ``logprobs``,
     ``rewards``, ``dones``, ``terminations`` (the part of ``dones`` that is not a time limit; stored only by
-    trainers that bootstrap truncations), ``values`` [T, B] float32. On the host, where the pool writes them:
-    ``ep_done`` [T, B] bool (an episode ended with this step), ``ep_return`` [T, B] float32,
-    ``ep_length`` [T, B] int32 (its totals), as ``RunLog.episodes`` takes them (``episodes``).
+    trainers that bootstrap truncations), ``values`` [T, B] float32. (Finished episodes: rlfast/algos/episodes.py.)
     """
 
     def __init__(
@@ -111,27 +109,12 @@ class Rollout:
         self.dones = torch.zeros((T, B), device=device)
         self.terminations = torch.zeros((T, B), device=device)
         self.values = torch.zeros((T, B), device=device)
-        self.ep_done = torch.zeros((T, B), dtype=torch.bool)
-        self.ep_return = torch.zeros((T, B))
-        self.ep_length = torch.zeros((T, B), dtype=torch.int32)
 
     def store(self, index: Any, **values: torch.Tensor) -> None:
         """Writes one step's values into the named fields at ``index`` (``t``, or ``(t, envs)``), e.g.
         ``store(t, actions=a, logprobs=lp)``; copies from pinned host memory do not block."""
         for name, value in values.items():
             getattr(self, name)[index].copy_(value, non_blocking=True)
-
-    def store_episodes(self, index: Any, terminated: torch.Tensor, truncated: torch.Tensor, info: Mapping) -> None:
-        """Episode ends and the pool's episode totals (``info["episode_return"]``, ``["episode_length"]``)
-        of one step result, at ``index``."""
-        torch.logical_or(terminated, truncated, out=self.ep_done[index])
-        self.ep_return[index].copy_(info["episode_return"])
-        self.ep_length[index].copy_(info["episode_length"])
-
-    @property
-    def episodes(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(ep_done, ep_return, ep_length)``: what ``Run.end_iteration`` logs."""
-        return self.ep_done, self.ep_return, self.ep_length
 
     def batch(self, advantages: torch.Tensor, returns: torch.Tensor) -> dict[str, torch.Tensor]:
         """The rollout flattened to rows [T * B, ...] with its advantages and returns: what the update samples."""

@@ -1,5 +1,5 @@
-"""APPO's sampling side (Sample Factory's sampling/): the sampler thread, the trajectories it fills, the
-weights it acts with and the episode statistics it keeps, for ``scripts/appo.py``'s learner.
+"""APPO's sampling side (Sample Factory's sampling/): the sampler thread, the trajectories it fills and the
+weights it acts with, for ``scripts/appo.py``'s learner; its episodes go to ``Episodes.collect``.
 
 Trajectories       K trajectories of T steps on the training device: what one learner batch holds
 TrajectoryBuilder  per-env trajectories assembled from the pool's (sync or async) result batches,
@@ -10,7 +10,6 @@ Weights            the acting copy of the policy and how the learner's weights r
                    Cleanba's arrangement)
 Sampler            the sampler thread: recv -> one batched forward -> send, trajectories to the learner
                    through a bounded queue; its exception stops the run from the learner's side
-EpisodeCollector   finished episodes (Atari: whole games) from the sampler's batches, for the run log
 
 Data path of a sampler step: ``recv`` returns ``env_batch_size`` envs' results (pinned host memory);
 their observations go to the device in one non-blocking copy and through one forward pass; the
@@ -23,14 +22,13 @@ step keeps the policy version that chose it; the learner logs the lag in SGD ste
 import copy
 import queue
 import threading
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 from torch import nn
 
 import rlfast
 from rlfast.algos.appo import APPOArgs
-from rlfast.algos.atari_stats import GameStats
 from rlfast.algos.profiling import SectionTimer
 
 POLL_S = 0.05
@@ -229,15 +227,15 @@ class Sampler:
         action_dtype = torch.long if action_space.shape == () else torch.float32
 
         def make(k: int) -> Trajectories:
-            return Trajectories(k, args.rollout, obs_space.shape, obs_dtype, action_space.shape, action_dtype, device)
+            return Trajectories(k, args.trajectory_length, obs_space.shape, obs_dtype, action_space.shape, action_dtype, device)
 
         K = args.trajectories_per_batch
         self._ready: "queue.Queue[Trajectories]" = queue.Queue(maxsize=1 if args.deterministic else args.queue_size)
         self._free: "queue.Queue[Trajectories]" = queue.Queue()
         for _ in range(self._ready.maxsize + 2):  # one filling, those queued, one training
             self._free.put(make(K))
-        # on_results(env_ids, rewards, terminated, truncated, info) sees every result batch (episode statistics)
-        self.builder = TrajectoryBuilder(envs.num_envs, args.rollout, K, make, lambda: _get(self._free, self.stop),
+        # on_results(terminated, truncated, info, env_ids) sees every result batch (Episodes.collect)
+        self.builder = TrajectoryBuilder(envs.num_envs, args.trajectory_length, K, make, lambda: _get(self._free, self.stop),
                                          lambda batch: _put(self._ready, batch, self.stop))  # fmt: skip
         self.timer = SectionTimer(("env", "inference", "storage"))
         self.error: Optional[BaseException] = None
@@ -263,8 +261,8 @@ class Sampler:
                 ids = info["env_id"]
                 with timer("storage"):
                     builder.observe(ids, obs, rewards, terminated, truncated)
-                    self.on_results(ids, rewards, terminated, truncated, info)
-                if self.args.deterministic and recvs % self.args.rollout == 0:  # sync pool: a rollout's first step
+                    self.on_results(terminated, truncated, info, ids)
+                if self.args.deterministic and recvs % self.args.trajectory_length == 0:  # sync pool: a rollout's first step
                     weights.start_rollout()
                 with timer("inference"), torch.no_grad(), weights.lock:
                     obs_d = obs.to(self.device, non_blocking=True)
@@ -300,37 +298,3 @@ class Sampler:
         times = self.timer.end_iteration()
         self.timer.start_iteration()
         return {name.replace("perf/", "perf/sampler_"): s for name, s in times.items()}
-
-
-class EpisodeCollector:
-    """Finished episodes from the sampler's result batches (any subset of envs), kept for the learner's log:
-    Atari whole games (``GameStats``' rules: raw scores over all lives), else the pool's
-    ``episode_return`` / ``episode_length`` where a step ended an episode. Called from the sampler thread,
-    ``take`` from the learner's."""
-
-    def __init__(self, num_envs: int, atari: bool) -> None:
-        self.games = GameStats(num_envs) if atari else None
-        self._returns: list[torch.Tensor] = []
-        self._lengths: list[torch.Tensor] = []
-        self._lock = threading.Lock()
-
-    def __call__(self, env_ids: torch.Tensor, rewards: torch.Tensor, terminated: torch.Tensor,
-                 truncated: torch.Tensor, info: Mapping[str, torch.Tensor]) -> None:  # fmt: skip
-        if self.games is not None:
-            ended, score, length = self.games.update(info["reward"], truncated, info["game_over"], info["new_game"],
-                                                     env_ids=env_ids)  # fmt: skip
-        else:
-            ended, score, length = terminated | truncated, info["episode_return"], info["episode_length"]
-        if bool(ended.any()):
-            with self._lock:
-                self._returns.append(score[ended].float())
-                self._lengths.append(length[ended].int())
-
-    def take(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The episodes since the last call as RunLog's ``(ep_done, ep_return, ep_length)``, [1, M] host tensors."""
-        with self._lock:
-            returns, lengths = self._returns, self._lengths
-            self._returns, self._lengths = [], []
-        ret = torch.cat(returns) if returns else torch.zeros(0)
-        length = torch.cat(lengths) if lengths else torch.zeros(0, dtype=torch.int32)
-        return torch.ones((1, len(ret)), dtype=torch.bool), ret[None], length[None]

@@ -14,7 +14,8 @@ import rlfast
 from rlfast.algos.appo import APPOArgs, appo_loss
 from rlfast.algos.nets import MLPAgent
 from rlfast.algos.runargs import RunArgs
-from rlfast.algos.sampler import EpisodeCollector, Sampler, Stopped, Trajectories, TrajectoryBuilder, Weights
+from rlfast.algos.episodes import Episodes
+from rlfast.algos.sampler import Sampler, Stopped, Trajectories, TrajectoryBuilder, Weights
 
 
 @dataclass
@@ -104,7 +105,7 @@ def test_weights_immediate_and_alternating():
 
 
 def test_sampler_exception_surfaces_in_the_learner_and_nothing_hangs():
-    args = Args(env_id="CartPole-v1", num_envs=4, rollout=4, batch_size=16)
+    args = Args(env_id="CartPole-v1", num_envs=4, trajectory_length=4, batch_size=16)
     envs = rlfast.make("CartPole-v1", 4, batch_size=2, seed=0)
     calls = []
 
@@ -122,10 +123,10 @@ def test_sampler_exception_surfaces_in_the_learner_and_nothing_hangs():
 
 
 def test_sampler_hands_on_full_batches_and_stops_when_the_learner_does():
-    args = Args(env_id="CartPole-v1", num_envs=8, rollout=8, batch_size=32, queue_size=1)
+    args = Args(env_id="CartPole-v1", num_envs=8, trajectory_length=8, batch_size=32, queue_size=1)
     envs = rlfast.make("CartPole-v1", 8, batch_size=4, seed=0)
-    episodes = EpisodeCollector(8, atari=False)
-    with Sampler(envs, args, MLPAgent(4, 2), episodes, torch.device("cpu")) as sampler:
+    episodes = Episodes(8, atari=False)
+    with Sampler(envs, args, MLPAgent(4, 2), episodes.collect, torch.device("cpu")) as sampler:
         batches = [sampler.next_batch() for _ in range(3)]  # not released: the sampler must wait, not overwrite
         assert len({id(b) for b in batches}) == 3
         obs = torch.stack([b.obs for b in batches])
@@ -136,23 +137,10 @@ def test_sampler_hands_on_full_batches_and_stops_when_the_learner_does():
     envs.close()
 
 
-def test_episode_collector_counts_whole_atari_games_of_env_subsets():
-    c = EpisodeCollector(3, atari=True)
-    no = torch.zeros(2, dtype=torch.bool)
-    # env 0 and 2 start games; 2 steps of env 0 (score 1 + 2), env 2's game ends after 1 step (score 5).
-    c(torch.tensor([0, 2]), None, no, no, {"reward": torch.tensor([1.0, 5.0]), "game_over": torch.tensor([False, True]),
-                                           "new_game": torch.tensor([True, True])})  # fmt: skip
-    c(torch.tensor([0]), None, no[:1], no[:1], {"reward": torch.tensor([2.0]), "game_over": torch.tensor([True]),
-                                                 "new_game": torch.tensor([False])})  # fmt: skip
-    done, returns, lengths = c.take()
-    assert returns.tolist() == [[5.0, 3.0]] and lengths.tolist() == [[1, 2]] and done.all()
-    assert c.take()[1].shape == (1, 0)
-
-
 def test_loss_leaves_reset_steps_out():
     torch.manual_seed(0)
     agent = MLPAgent(3, 2)
-    args = Args(rollout=4)
+    args = Args(trajectory_length=4)
     batch = Trajectories(2, 4, (3,), torch.float32, (), torch.long, "cpu")
     batch.obs.normal_()
     batch.actions.random_(0, 2)

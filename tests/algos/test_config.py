@@ -1,7 +1,7 @@
 """parse_args: dataclass defaults <- base (a checkpoint's args) <- --config TOML <- command line."""
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import ClassVar, Optional
 
 import pytest
 
@@ -20,6 +20,22 @@ class Args:
     """kl"""
     config: Optional[str] = None
     """preset"""
+
+
+@dataclass
+class Renamed:
+    RENAMED: ClassVar[dict] = {"rollout": "trajectory_length"}
+    trajectory_length: int = 32
+    """T"""
+
+
+def test_a_renamed_fields_old_name_works_in_every_layer(tmp_path):
+    """Presets, checkpoints' args and command lines written before a rename keep their meaning."""
+    assert parse_args(Renamed, [], base={"rollout": 8}).trajectory_length == 8  # an old checkpoint
+    assert parse_args(Renamed, ["--config", write(tmp_path, "rollout = 16\n")]).trajectory_length == 16
+    assert parse_args(Renamed, ["--rollout", "4"]).trajectory_length == 4
+    assert parse_args(Renamed, ["--rollout=5"]).trajectory_length == 5
+    assert parse_args(Renamed, ["--trajectory-length", "6"], base={"rollout": 8}).trajectory_length == 6
 
 
 def write(tmp_path, text):

@@ -16,7 +16,7 @@ from rlfast.algos.config import parse_or_resume
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"
-TINY = ["--env-id", "CartPole-v1", "--num-envs", "8", "--rollout", "8", "--batch-size", "64", "--no-cuda",
+TINY = ["--env-id", "CartPole-v1", "--num-envs", "8", "--trajectory-length", "8", "--batch-size", "64", "--no-cuda",
         "--torch-threads", "1", "--runs-dir", "runs"]  # fmt: skip
 
 
@@ -130,4 +130,4 @@ def test_presets_are_valid_args(preset, load_script):
     args, _ = parse_or_resume(appo.Args, "appo.py", ["--config", str(ROOT / "configs" / preset)])
     assert args.validate() == [] and args.config.endswith(preset)
     if preset == "breakout_cleanba.toml":
-        assert args.deterministic and args.batch_size == args.num_envs * args.rollout
+        assert args.deterministic and args.batch_size == args.num_envs * args.trajectory_length

@@ -101,10 +101,10 @@ BAD_FLAGS = [
     ("appo.py", ["--env-id", "Pendulum-v1"], "Pendulum-v1 has a Box action space; appo.py needs Discrete"),
     ("appo.py", ["--env-id", "Ant-v5"], "appo.py trains classic_control or atari tasks; Ant-v5 is from the mujoco"),
     ("appo.py", ["--env-id", "CartPole-v1", "--batch-size", "100"], "--batch-size 100 is not a whole number of "
-     "--rollout 32 trajectories"),
+     "--trajectory-length 32 trajectories"),
     ("appo.py", ["--num-minibatches", "3"], "the 64 trajectories of a batch do not split into --num-minibatches 3"),
     ("appo.py", ["--deterministic", "--num-envs", "32"], "--deterministic trains on whole rollouts of every env: "
-     "--batch-size must be --num-envs x --rollout = 1024, got 2048"),
+     "--batch-size must be --num-envs x --trajectory-length = 1024, got 2048"),
     ("appo.py", ["--env-batch-size", "65"], "--env-batch-size must be in [1, --num-envs 64], got 65"),
     ("appo.py", ["--rho-bar", "0"], "--rho-bar must be > 0, got 0.0"),
 ]

@@ -1,7 +1,7 @@
 """scripts/ppo_atari.py end to end with seconds-long budgets: run dir, tensorboard tags, full-game episode
 stats, checkpoints, evaluate.py (whole games, raw scores), --resume, preset + override, Ctrl-C, both
 --overlap and --no-overlap, and clear errors. The episode statistics themselves are checked against
-CleanRL's bookkeeping in tests/algos/test_atari_stats.py."""
+CleanRL's bookkeeping in tests/algos/test_episodes.py."""
 
 import importlib.util
 import os

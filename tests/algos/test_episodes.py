@@ -1,10 +1,11 @@
-"""GameStats: full-game raw scores and lengths across episodic-life resets, against CleanRL's per-env loop."""
+"""Episodes, every trainer's episode recorder, and its Atari rule GameStats: full-game raw scores and lengths
+across episodic-life resets, against CleanRL's per-env loop."""
 
 import numpy as np
 import torch
 
 import rlfast
-from rlfast.algos.atari_stats import GameStats
+from rlfast.algos.episodes import Episodes, GameStats
 
 
 def test_scores_and_lengths_span_lives_and_restart_with_a_new_game():
@@ -61,3 +62,47 @@ def test_matches_cleanrl_bookkeeping_on_asterix_with_random_actions():
     assert len(want) >= 2 * n and life_losses >= len(want)  # several games, most over several lives
     assert clipped_differs > 0  # raw rewards above 1 were seen
     assert got == want
+
+
+def _atari_info(reward, game_over, new_game):
+    return {"reward": torch.as_tensor(reward), "game_over": torch.as_tensor(game_over),
+            "new_game": torch.as_tensor(new_game)}
+
+
+def test_collect_counts_whole_atari_games_of_env_subsets():
+    c = Episodes(3, atari=True)
+    no = torch.zeros(2, dtype=torch.bool)
+    # env 0 and 2 start games; 2 steps of env 0 (score 1 + 2), env 2's game ends after 1 step (score 5).
+    c.collect(no, no, _atari_info([1.0, 5.0], [False, True], [True, True]), torch.tensor([0, 2]))
+    c.collect(no[:1], no[:1], _atari_info([2.0], [True], [False]), torch.tensor([0]))
+    done, returns, lengths = c.take()
+    assert returns.tolist() == [[5.0, 3.0]] and lengths.tolist() == [[1, 2]] and done.all()
+    assert c.take()[1].shape == (1, 0)
+
+
+def test_record_of_two_column_slices_equals_record_of_all_envs():
+    """ppo_atari --overlap records each half of the envs into its columns: the table must be the whole pool's."""
+    torch.manual_seed(0)
+    T, B = 6, 4
+    whole, halves = Episodes(B, atari=True, rows=T), Episodes(B, atari=True, rows=T)
+    for t in range(T):
+        reward = torch.randint(-1, 2, (B,)).float()
+        over, new = torch.rand(B) < 0.3, torch.rand(B) < 0.3
+        trunc, term = torch.rand(B) < 0.1, torch.zeros(B, dtype=torch.bool)
+        whole.record(t, term, trunc, _atari_info(reward, over, new))
+        for cols in (slice(0, 2), slice(2, 4)):
+            info = {k: v[cols] for k, v in _atari_info(reward, over, new).items()}
+            halves.record(t, term[cols], trunc[cols], info, cols)
+    for a, b in zip(whole.table, halves.table):
+        assert torch.equal(a, b)
+    assert whole.table[0].any() and whole.table[1].abs().sum() > 0  # some games ended, with nonzero scores
+
+
+def test_record_takes_the_pools_episode_totals_outside_atari():
+    eps = Episodes(3, atari=False, rows=2)
+    info = {"episode_return": torch.tensor([1.5, 2.0, 3.0]),
+            "episode_length": torch.tensor([4, 5, 6], dtype=torch.int32)}
+    ended = eps.record(1, torch.tensor([True, False, False]), torch.tensor([False, False, True]), info)
+    assert ended.tolist() == [True, False, True]
+    done, ret, length = eps.table
+    assert done[0].sum() == 0 and ret[1].tolist() == [1.5, 2.0, 3.0] and length[1].tolist() == [4, 5, 6]
