@@ -1,9 +1,7 @@
 """PPO for MuJoCo (continuous actions) on rlfast's env pool: CleanRL's ``ppo_continuous_action.py``.
 
-Same agent, hyperparameters, update and wrapper stack as CleanRL (HalfCheetah-v5 here: rlfast
-has the v5 tasks, CleanRL used v4), with the envs stepped by rlfast's C++ pool, rollout
-storage and the observation / reward normalization on the training device, and a profile of
-where the time goes.
+Same agent, hyperparameters, update and wrapper stack as CleanRL (HalfCheetah-v5 here: CleanRL used v4),
+with rlfast's C++ pool, rollout storage and normalization on the training device, and a time profile.
 
     python scripts/ppo_continuous.py                                   # CleanRL defaults: HalfCheetah-v5, 1M steps
     python scripts/ppo_continuous.py --env-id Hopper-v5 --seed 2
@@ -13,18 +11,14 @@ where the time goes.
     python scripts/evaluate.py runs/<run>
     tensorboard --logdir runs
 
-CleanRL's wrappers, in torch: ``ClipAction`` (the env gets the action clipped to its bounds, the
-rollout keeps the sampled one for the log-probs), ``NormalizeObservation`` + clip to ±10,
-``NormalizeReward(gamma)`` + clip to ±10 (``rlfast/algos/continuous.py``), and
-``RecordEpisodeStatistics`` on the raw reward (the pool's ``info["episode_return"]`` /
-``["episode_length"]``). The normalization statistics are saved in checkpoints and restored on
-``--resume``.
+CleanRL's wrappers, in torch: ``ClipAction`` (the env gets the clipped action, the rollout keeps the sampled
+one), ``NormalizeObservation`` and ``NormalizeReward(gamma)``, each + clip to ±10 (``rlfast/algos/continuous.py``;
+their statistics are in checkpoints), ``RecordEpisodeStatistics`` on the raw reward (``Episodes``).
 
 Data path of a step: the pool writes float64 observations into its (pinned with CUDA) ring; one
 non-blocking copy takes them to the device, where they are normalized and become float32; the
 clipped actions come back through a pinned host buffer (non-blocking copy, one sync, ``send``).
 Episode ends use next-step autoreset and CleanRL's done convention (``rlfast/algos/gae.py``).
-The run layer (``rlfast/algos/run.py``) does what every trainer does alike.
 """
 
 import sys
@@ -156,10 +150,8 @@ def minibatch_loss(agent: Agent, args: Args, mb: dict[str, torch.Tensor]) -> PPO
 def update(agent: Agent, optimizer: torch.optim.Optimizer, loss_fn: Callable[..., PPOLoss], rollout: Rollout,
            next_obs: torch.Tensor, next_done: torch.Tensor, next_terminated: torch.Tensor, args: Args,
            world: World = World()) -> dict[str, float]:  # fmt: skip
-    """One iteration's update, CleanRL's: GAE advantages, then ``update_epochs`` passes of shuffled minibatches.
-    ``loss_fn`` is ``minibatch_loss`` (maybe compiled). With ``--bootstrap-truncated`` GAE tells terminations
-    (``rollout.terminations``, ``next_terminated``) from time limits. Under torchrun a minibatch is global:
-    ``world`` gives this rank's rows of it and their share, and sums the gradients (rlfast/algos/distributed.py)."""
+    """One iteration's update, as ppo_atari.py's (see there), but with ``--bootstrap-truncated`` GAE tells
+    terminations (``rollout.terminations``, ``next_terminated``) from time limits."""
     bootstrap = (rollout.terminations, next_terminated) if args.bootstrap_truncated else ()
     with torch.no_grad():
         next_value = agent.get_value(next_obs)

@@ -83,15 +83,16 @@ class APPOArgs(Flags):
             return problems
         if self.env_batch_size is not None and not 1 <= self.env_batch_size <= self.num_envs:
             problems.append(f"--env-batch-size must be in [1, --num-envs {self.num_envs}], got {self.env_batch_size}")
-        if self.batch_size % self.trajectory_length:
-            problems.append(f"--batch-size {self.batch_size} is not a whole number of --trajectory-length {self.trajectory_length} "
+        T = self.trajectory_length
+        if self.batch_size % T:
+            problems.append(f"--batch-size {self.batch_size} is not a whole number of --trajectory-length {T} "
                             "trajectories")  # fmt: skip
         elif self.trajectories_per_batch % self.num_minibatches:
             problems.append(f"the {self.trajectories_per_batch} trajectories of a batch do not split into "
                             f"--num-minibatches {self.num_minibatches}")  # fmt: skip
-        if self.deterministic and self.batch_size != self.num_envs * self.trajectory_length:
+        if self.deterministic and self.batch_size != self.num_envs * T:
             problems.append(f"--deterministic trains on whole rollouts of every env: --batch-size must be "
-                            f"--num-envs x --trajectory-length = {self.num_envs * self.trajectory_length}, got {self.batch_size}")
+                            f"--num-envs x --trajectory-length = {self.num_envs * T}, got {self.batch_size}")
         return problems
 
 

@@ -6,8 +6,7 @@ TrajectoryBuilder  per-env trajectories assembled from the pool's (sync or async
                    handed on K complete ones at a time
 Weights            the acting copy of the policy and how the learner's weights reach it: after every
                    SGD step under a lock (default), or one snapshot per batch through a queue of one,
-                   so that rollout i always acts with the weights of batch i - 2 (``--deterministic``,
-                   Cleanba's arrangement)
+                   so that rollout i acts with the weights of batch i - 2 (``--deterministic``, Cleanba's)
 Sampler            the sampler thread: recv -> one batched forward -> send, trajectories to the learner
                    through a bounded queue; its exception stops the run from the learner's side
 
@@ -225,9 +224,10 @@ class Sampler:
         obs_space, action_space = envs.single_observation_space, envs.single_action_space
         obs_dtype = torch.uint8 if obs_space.dtype == "uint8" else torch.float32
         action_dtype = torch.long if action_space.shape == () else torch.float32
+        T = args.trajectory_length
 
         def make(k: int) -> Trajectories:
-            return Trajectories(k, args.trajectory_length, obs_space.shape, obs_dtype, action_space.shape, action_dtype, device)
+            return Trajectories(k, T, obs_space.shape, obs_dtype, action_space.shape, action_dtype, device)
 
         K = args.trajectories_per_batch
         self._ready: "queue.Queue[Trajectories]" = queue.Queue(maxsize=1 if args.deterministic else args.queue_size)
@@ -235,7 +235,7 @@ class Sampler:
         for _ in range(self._ready.maxsize + 2):  # one filling, those queued, one training
             self._free.put(make(K))
         # on_results(terminated, truncated, info, env_ids) sees every result batch (Episodes.collect)
-        self.builder = TrajectoryBuilder(envs.num_envs, args.trajectory_length, K, make, lambda: _get(self._free, self.stop),
+        self.builder = TrajectoryBuilder(envs.num_envs, T, K, make, lambda: _get(self._free, self.stop),
                                          lambda batch: _put(self._ready, batch, self.stop))  # fmt: skip
         self.timer = SectionTimer(("env", "inference", "storage"))
         self.error: Optional[BaseException] = None
@@ -262,7 +262,7 @@ class Sampler:
                 with timer("storage"):
                     builder.observe(ids, obs, rewards, terminated, truncated)
                     self.on_results(terminated, truncated, info, ids)
-                if self.args.deterministic and recvs % self.args.trajectory_length == 0:  # sync pool: a rollout's first step
+                if self.args.deterministic and recvs % self.args.trajectory_length == 0:  # a sync rollout's first step
                     weights.start_rollout()
                 with timer("inference"), torch.no_grad(), weights.lock:
                     obs_d = obs.to(self.device, non_blocking=True)
