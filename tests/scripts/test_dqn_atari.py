@@ -60,3 +60,19 @@ def test_evaluate_plays_whole_games(breakout_run, flag, policy):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"Breakout-v5: dqn_atari.py checkpoint at step 768, {policy} policy" in proc.stdout
     assert float(re.search(r"mean length: ([\d.]+)", proc.stdout).group(1)) > 50
+
+
+def test_pong_preset_keeps_cleanrls_schedule_up_to_its_3m_steps(load_script):
+    """configs/pong_dqn.toml is cut at 3M steps to lie beside CleanRL's 10M-step curve: the same epsilon at every
+    step (1 -> 0.01 over the first 1M) and CleanRL's other settings."""
+    from rlfast.algos.config import parse_or_resume
+
+    dqn = load_script("dqn_atari.py")
+    args, _ = parse_or_resume(dqn.Args, "dqn_atari.py", ["--config", str(ROOT / "configs" / "pong_dqn.toml")])
+    cleanrl = dqn.Args()  # the script's defaults are CleanRL's dqn_atari.py
+    assert args.validate() == [] and args.total_timesteps == 3_000_000 and cleanrl.total_timesteps == 10_000_000
+    for step in (0, 250_000, 999_999, 1_000_000, 2_999_999):
+        assert args.epsilon(step) == pytest.approx(cleanrl.epsilon(step), abs=1e-6), step
+    for key in ("num_envs", "learning_rate", "buffer_size", "batch_size", "learning_starts", "target_network_frequency",
+                "replay_ratio", "gamma", "tau"):
+        assert getattr(args, key) == getattr(cleanrl, key), key
