@@ -85,7 +85,7 @@ def update(agent: Agent, optimizer: torch.optim.Optimizer, loss_fn: Callable[...
     for _ in range(args.update_epochs):
         perm = torch.randperm(rows, device=advantages.device)
         for mb_rows, share in world.minibatches(perm, size, num_envs=advantages.shape[1]):
-            mb = {key: v[mb_rows] for key, v in batch.items()}
+            mb = {key: v.index_select(0, mb_rows) for key, v in batch.items()}
             if args.norm_adv:  # per minibatch, as CleanRL (over all ranks' rows of it)
                 adv = mb["advantages"]
                 mb["advantages"] = normalize_advantages(adv, mean_std=world.mean_std(adv, size))
@@ -117,7 +117,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     device, timer = run.device, run.timer
     envs = run.make_env(run.local_num_envs, num_threads=args.num_threads)
     agent = make_agent(args, envs.single_observation_space, envs.single_action_space).to(device)
-    optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+    optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
     run.track(models={"agent": agent}, optimizers={"optimizer": optimizer})
     policy, loss_fn = run.compile(agent.get_action_and_value), run.compile(minibatch_loss)
 

@@ -145,7 +145,7 @@ def update(agent: Agent, optimizer: torch.optim.Optimizer, loss_fn: Callable[...
     for _ in range(args.update_epochs):
         perm = torch.randperm(rows, device=advantages.device)
         for mb_rows, share in world.minibatches(perm, size, num_envs=advantages.shape[1]):
-            mb = {key: v[mb_rows] for key, v in batch.items()}
+            mb = {key: v.index_select(0, mb_rows) for key, v in batch.items()}
             if args.norm_adv:  # per minibatch, as CleanRL (over all ranks' rows of it)
                 adv = mb["advantages"]
                 mb["advantages"] = normalize_advantages(adv, mean_std=world.mean_std(adv, size))
@@ -181,7 +181,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     num_actions = int(groups[0].pool.single_action_space.n)
     agent = make_agent(args, obs_space, groups[0].pool.single_action_space).to(device)
     set_speed(agent, args.channels_last, args.bf16)  # CPU speed options of the CNN (off by default)
-    optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+    optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
     run.track(models={"agent": agent}, optimizers={"optimizer": optimizer}, env_kwargs=TRAIN_ENV_KWARGS,
               eval_env_kwargs=EVAL_ENV_KWARGS)  # fmt: skip
     policy, loss_fn = run.compile(agent.get_action_and_value), run.compile(minibatch_loss)

@@ -164,7 +164,7 @@ def update(agent: Agent, optimizer: torch.optim.Optimizer, loss_fn: Callable[...
     for _ in range(args.update_epochs):
         perm = torch.randperm(rows, device=advantages.device)
         for mb_rows, share in world.minibatches(perm, size, num_envs=advantages.shape[1]):
-            mb = {key: v[mb_rows] for key, v in batch.items()}
+            mb = {key: v.index_select(0, mb_rows) for key, v in batch.items()}
             if args.norm_adv:  # per minibatch, as CleanRL (over all ranks' rows of it)
                 adv = mb["advantages"]
                 mb["advantages"] = normalize_advantages(adv, mean_std=world.mean_std(adv, size))
@@ -198,7 +198,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     agent = make_agent(args, envs.single_observation_space, envs.single_action_space).to(device)
     if args.final_logstd is not None:  # scheduled, not learned (set at each iteration below)
         agent.actor_logstd.requires_grad_(False)
-    optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+    optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
     obs_shape, action_shape = envs.single_observation_space.shape, envs.single_action_space.shape
     norm = ObsRewardNormalizer(obs_shape, run.local_num_envs, args.gamma, args.obs_clip, args.reward_clip, device,
                                world=run.world)  # fmt: skip

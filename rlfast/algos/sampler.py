@@ -59,7 +59,7 @@ class Trajectories:
 
     def rows(self, index: torch.Tensor) -> dict[str, torch.Tensor]:
         """The trajectories at ``index`` [k] as a dict of [k, ...] tensors."""
-        return {name: getattr(self, name)[index] for name in self.FIELDS}
+        return {name: getattr(self, name).index_select(0, index) for name in self.FIELDS}
 
 
 class TrajectoryBuilder:

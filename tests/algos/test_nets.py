@@ -77,6 +77,65 @@ def test_bf16_autocast_is_close_and_returns_float32():
         assert cos > 0.98, (k, cos.item())
 
 
+def test_bf16_feeds_the_first_layer_the_frames_and_scales_its_weights():
+    # the same values as the autocast of CleanRL's float32 forward: bf16(x / 255) and bf16(W) there,
+    # x (exact in bf16) and bf16(W / 255) here; each a bf16 rounding of the same products
+    torch.manual_seed(0)
+    agent, x = NatureCNNAgent(4, 6), frames()
+    fast = set_speed(copy.deepcopy(agent), bf16=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        reference = torch.nn.Sequential(*agent.network)(x / 255.0).float()
+    got = fast.hidden(x)
+    assert (got - reference).abs().max() <= 0.02 * reference.abs().max()
+    assert torch.equal(x.to(torch.bfloat16).float(), x.float())  # the frames themselves: exact
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_bf16_forward_without_autograd_equals_the_autocast_one(channels_last):
+    # acting (no autograd) runs on cached bfloat16 weights, training on the autocast's casts: same numbers
+    torch.manual_seed(0)
+    fast, x = set_speed(NatureCNNAgent(4, 6), channels_last=channels_last, bf16=True), frames()
+    with torch.no_grad():
+        acting = fast.hidden(x)
+    training = fast.hidden(x)
+    assert training.requires_grad and torch.equal(acting, training.detach())
+
+
+def test_bf16_weights_are_cast_once_per_change_of_the_weights():
+    torch.manual_seed(0)
+    fast, x = set_speed(NatureCNNAgent(4, 6), bf16=True), frames(4)
+    net = fast.network
+
+    def acting():
+        with torch.no_grad():
+            return fast.hidden(x)
+
+    first = acting()
+    cast = net._cast[1]
+    assert torch.equal(acting(), first) and net._cast[1] is cast  # no change: the same copies
+    fresh = lambda: set_speed(copy.deepcopy(fast), bf16=True).hidden(x).detach()  # noqa: E731 - no cache yet
+    # every way the trainers change weights makes new copies: a fused Adam step (which leaves the version
+    # counters alone; the optimizer hook counts it), a plain one, load_state_dict, copy_ (soft updates)
+    for fused in (True, False):
+        optimizer = torch.optim.Adam(fast.parameters(), lr=1e-2, fused=fused)
+        fast.hidden(x).square().mean().backward()
+        optimizer.step()
+        assert net._cast[1] is cast  # nothing cast until the next forward
+        moved = acting()
+        assert not torch.equal(moved, first) and torch.equal(moved, fresh())
+        cast, first = net._cast[1], moved
+    fast.load_state_dict(NatureCNNAgent(4, 6).state_dict())
+    assert torch.equal(acting(), fresh()) and not torch.equal(acting(), first)
+    with torch.no_grad():
+        net[7].weight.copy_(net[7].weight * 0.5)
+    assert torch.equal(acting(), fresh())
+
+
+def test_bf16_refuses_layers_it_cannot_run():
+    with pytest.raises(ValueError, match="BatchNorm2d"):
+        FrameNet(torch.nn.Conv2d(4, 8, 3), torch.nn.BatchNorm2d(8)).set_speed(bf16=True)
+
+
 def test_native_bf16_follows_the_cpu_flags():
     flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else None
     if flags is None:
