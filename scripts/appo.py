@@ -109,7 +109,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     env_kwargs = ATARI_ENV_KWARGS if atari else {}
     envs = run.make_env(args.num_envs, batch_size=args.recv_batch, num_threads=args.num_threads, **env_kwargs)
     agent = make_agent(args, envs.single_observation_space, envs.single_action_space).to(device)
-    set_speed(agent, args.channels_last, args.bf16)  # CPU speed options of the CNN (off by default)
+    set_speed(agent, **run.speed)  # the CNN's speed options: the flags and --auto-speed's picks
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
     run.track(models={"agent": agent}, optimizers={"optimizer": optimizer}, env_kwargs=env_kwargs or None,
               eval_env_kwargs=ATARI_EVAL_ENV_KWARGS if atari else None)  # fmt: skip

@@ -121,10 +121,9 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     envs = run.make_env(args.num_envs, num_threads=args.num_threads, **TRAIN_ENV_KWARGS)
     frame_shape = envs.single_observation_space.shape  # (1, 84, 84)
     obs_space = gym.spaces.Box(0, 255, (STACK * frame_shape[0], *frame_shape[1:]), np.uint8)
-    speed = {"channels_last": args.channels_last, "bf16": args.bf16}  # the CNNs' CPU speed options (off by default)
-    q_network = set_speed(make_agent(args, obs_space, envs.single_action_space).to(device), **speed)
+    q_network = set_speed(make_agent(args, obs_space, envs.single_action_space).to(device), **run.speed)
     optimizer = torch.optim.Adam(q_network.parameters(), lr=args.learning_rate, fused=True)
-    target_network = set_speed(make_agent(args, obs_space, envs.single_action_space).to(device), **speed)
+    target_network = set_speed(make_agent(args, obs_space, envs.single_action_space).to(device), **run.speed)
     target_network.load_state_dict(q_network.state_dict())
     run.track(models={"agent": q_network, "target": target_network}, optimizers={"optimizer": optimizer},
               env_kwargs=TRAIN_ENV_KWARGS, eval_env_kwargs=EVAL_ENV_KWARGS)  # fmt: skip

@@ -180,7 +180,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     obs_space = gym.spaces.Box(0, 255, (STACK * frame_shape[0], *frame_shape[1:]), np.uint8)
     num_actions = int(groups[0].pool.single_action_space.n)
     agent = make_agent(args, obs_space, groups[0].pool.single_action_space).to(device)
-    set_speed(agent, args.channels_last, args.bf16)  # CPU speed options of the CNN (off by default)
+    set_speed(agent, **run.speed)  # the CNN's speed options: the flags and --auto-speed's picks
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
     run.track(models={"agent": agent}, optimizers={"optimizer": optimizer}, env_kwargs=TRAIN_ENV_KWARGS,
               eval_env_kwargs=EVAL_ENV_KWARGS)  # fmt: skip

@@ -7,7 +7,8 @@ Layers, later wins: the dataclass defaults, ``base``, the TOML file, the command
 keys are ``Args`` field names (``num_envs`` or ``num-envs``); unknown keys are an error
 naming them. The preset's path is recorded in the ``config`` field when ``Args`` has one. A field's
 old name (``Args.RENAMED``, rlfast/algos/flags.py) still works in every layer: as a flag, a TOML key
-and in the args of a checkpoint written before the rename.
+and in the args of a checkpoint written before the rename; a field a checkpoint predates takes the value
+``Args.ADDED`` names for it.
 """
 
 import dataclasses
@@ -102,6 +103,8 @@ def parse_args(cls: type[T], argv: Optional[Sequence[str]] = None, base: Optiona
     path, rest = split_config_flag(sys.argv[1:] if argv is None else argv)
     names = {f.name for f in dataclasses.fields(cls)}
     values = {k: v for k, v in new_names(cls, base or {}).items() if k in names}
+    if base is not None:  # a checkpoint written before a field was added: the value its run had
+        values = {**{k: v for k, v in getattr(cls, "ADDED", {}).items() if k in names}, **values}
     if path is not None:
         values.update(load_toml(cls, path))
         if "config" in names:

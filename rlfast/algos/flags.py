@@ -11,7 +11,8 @@ default: the range stays with the name) and returns one sentence per problem nam
 ``--num-steps must be >= 1, got 0``; a class adds the checks that tie several flags together by
 extending ``validate``. Configs compose by inheritance: a script's ``Args(PPOArgs, RunArgs)``. A renamed
 field keeps its old name in ``RENAMED`` (old -> new), which presets, checkpoints' args and command lines
-still use (rlfast/algos/config.py maps them).
+still use (rlfast/algos/config.py maps them); a field added with a default that would change what an older
+run does names that run's value in ``ADDED``.
 """
 
 import dataclasses
@@ -73,6 +74,9 @@ class Flags:
 
     RENAMED: ClassVar[dict[str, str]] = {}
     """old field name -> its new name, for presets, checkpoints and command lines written before a rename"""
+    ADDED: ClassVar[dict[str, Any]] = {}
+    """a field added later -> the value that the args of a checkpoint written before it imply (when it differs
+    from the new default: a resumed run keeps doing what it did)"""
 
     def validate(self) -> list[str]:
         """What is wrong with these values: one sentence per problem, naming the flag."""

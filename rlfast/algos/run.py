@@ -48,9 +48,9 @@ import rlfast
 from rlfast.algos import distributed
 from rlfast.algos.checkpoint import CheckpointSchedule, make_checkpoint, restore, save_checkpoint
 from rlfast.algos.distributed import World
-from rlfast.algos.nets import native_bf16
+from rlfast.algos.nets import FrameNet, native_bf16
 from rlfast.algos.profiling import SectionTimer
-from rlfast.algos.runargs import RunArgs, run_problems, usage_error
+from rlfast.algos.runargs import RunArgs, run_problems, speed_options, usage_error
 from rlfast.algos.runlog import RunLog, run_dir_name
 from rlfast.algos.signals import Interrupts
 
@@ -110,6 +110,8 @@ class Run:
         if args.bf16 and not native_bf16(self.device) and self.world.is_main:
             print(f"note: --bf16 on {self.device.type}, which has no native bfloat16 (AVX512-BF16 / AMX): it is "
                   "emulated and slower than float32", flush=True)  # fmt: skip
+        self.speed = speed_options(args, self.device)
+        """the CNN's speed options (``nets.set_speed(model, **run.speed)``): the flags, and --auto-speed's picks"""
         distributed.init_process_group(self.world, self.device)
         self.env_shard = self.world.shard(args.num_envs)
         """this rank's envs among all ranks' (all of them in one process)"""
@@ -252,8 +254,17 @@ class Run:
             self.log = RunLog(self.run_dir, dataclasses.asdict(self.args), total_steps, start_step=self.global_step)
             pools = " + ".join(repr(p) for p in self.pools)
             ranks = f"  ranks: {self.world.world_size} (this one's pools:)" if self.world.distributed else ""
-            print(f"run dir: {self.run_dir}  device: {self.device}{ranks}  {pools}", flush=True)
+            print(f"run dir: {self.run_dir}  device: {self.device}{ranks}  {pools}{self._cnn_speed()}", flush=True)
         return self
+
+    def _cnn_speed(self) -> str:
+        """``  cnn: channels-last + bf16`` (what the tracked models' FrameNets run with), or "" without one."""
+        nets = [m for model in self._state["models"].values() for m in model.modules() if isinstance(m, FrameNet)]
+        if not nets:
+            return ""
+        picked = [name for name, on in (("channels-last", nets[0].channels_last), ("bf16", nets[0].bf16)) if on]
+        auto = " (--auto-speed)" if self.args.auto_speed and self.device.type == "cpu" else ""
+        return f"  cnn: {' + '.join(picked) or 'float32 NCHW'}{auto}"
 
     def iterations(self) -> Iterator[int]:
         """The iteration numbers still to run (1-based, after the checkpoint's); starts each one's timer.

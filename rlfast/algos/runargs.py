@@ -5,13 +5,14 @@ flags, e.g. ``Args(PPOArgs, RunArgs)``."""
 
 import os
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Any, ClassVar, Optional, Sequence
 
 import torch
 
 import rlfast
 from rlfast.algos.distributed import World
 from rlfast.algos.flags import Flags, bounded
+from rlfast.algos.nets import native_bf16
 
 
 @dataclass
@@ -19,6 +20,8 @@ class RunArgs(Flags):
     """The flags every trainer has. A script's ``Args`` extends this, composed with its algorithm's flags
     (e.g. ``Args(PPOArgs, RunArgs)``)."""
 
+    ADDED: ClassVar[dict[str, Any]] = {"auto_speed": False}
+    """runs checkpointed before --auto-speed existed resume as they ran"""
     exp_name: str = "run"
     """the name of this experiment (part of the run dir name)"""
     seed: int = bounded(1, low=0, high=2**32, high_open=True, high_text="2**32")
@@ -37,6 +40,10 @@ class RunArgs(Flags):
     bf16: bool = False
     """Atari (Nature CNN) trainers: run the CNN under a bfloat16 autocast, its output and the losses float32
     (fast on a CPU with AVX512-BF16 or AMX and on bf16 GPUs; elsewhere emulated and slower: a note says so)"""
+    auto_speed: bool = True
+    """Atari (Nature CNN) trainers on a CPU: also turn on what pays there and learns the same (README "Training
+    on a CPU"): --channels-last, and --bf16 where the CPU computes bfloat16 natively (AVX512-BF16 / AMX).
+    --no-auto-speed: only the options given (float32 NCHW without any: CleanRL's numerics). No effect on CUDA"""
     config: Optional[str] = None
     """a TOML preset (configs/*.toml) whose keys are these fields; the command line overrides it"""
     resume: Optional[str] = None
@@ -120,6 +127,13 @@ def run_problems(
         problems.append(f"{args.resume} already holds {start} of the {iterations} iterations asked for; "
                         "raise --total-timesteps to continue it")  # fmt: skip
     return problems
+
+
+def speed_options(args: RunArgs, device: torch.device) -> dict[str, bool]:
+    """The CNN speed options a run uses (``nets.set_speed``'s keywords): the flags given, and with
+    ``--auto-speed`` on a CPU channels-last plus bfloat16 where the CPU has it natively (``native_bf16``)."""
+    auto = args.auto_speed and device.type == "cpu"
+    return {"channels_last": args.channels_last or auto, "bf16": args.bf16 or (auto and native_bf16(device))}
 
 
 def usage_error(*problems: str) -> SystemExit:

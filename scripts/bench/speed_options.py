@@ -1,16 +1,20 @@
 """The Atari trainers' CPU speed options as benchmark contender suffixes, shared by bench_ppo.py,
 bench_dqn.py and bench_appo.py: ``rlfast+cl+compile`` is the ``rlfast`` contender run with
-``--channels-last --compile``, so each option (and each combination) gets its own row beside the
-reference in one run."""
+``--no-auto-speed --channels-last --compile``, so each option (and each combination) gets its own row beside
+the reference in one run. A contender runs with the options it names and no others: ``rlfast`` alone is float32
+NCHW eager (CleanRL's numerics), ``rlfast+auto`` what the trainers' defaults pick on this machine
+(``--auto-speed``)."""
 
-OPTIONS = {"cl": "--channels-last", "compile": "--compile", "bf16": "--bf16"}
+OPTIONS = {"cl": "--channels-last", "compile": "--compile", "bf16": "--bf16", "auto": "--auto-speed"}
 """suffix -> the trainer flag it adds (see RunArgs in rlfast/algos/runargs.py)"""
 
 
 def split(name: str) -> tuple[str, list[str]]:
-    """``"rlfast+cl+compile"`` -> ``("rlfast", ["--channels-last", "--compile"])``; KeyError for an unknown suffix."""
+    """``"rlfast+cl+compile"`` -> ``("rlfast", ["--no-auto-speed", "--channels-last", "--compile"])``; KeyError for
+    an unknown suffix. Without ``+auto`` the flags start with ``--no-auto-speed``: only the options named."""
     base, *options = name.split("+")
-    return base, [OPTIONS[o] for o in options]
+    flags = [OPTIONS[o] for o in options]
+    return base, flags if OPTIONS["auto"] in flags else ["--no-auto-speed", *flags]
 
 
 def unknown(names: tuple[str, ...], plain: tuple[str, ...], tunable: tuple[str, ...]) -> list[str]:

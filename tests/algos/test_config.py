@@ -38,6 +38,22 @@ def test_a_renamed_fields_old_name_works_in_every_layer(tmp_path):
     assert parse_args(Renamed, ["--trajectory-length", "6"], base={"rollout": 8}).trajectory_length == 6
 
 
+@dataclass
+class Added:
+    ADDED: ClassVar[dict] = {"auto_speed": False}
+    auto_speed: bool = True
+    """new default"""
+    seed: int = 1
+    """seed"""
+
+
+def test_a_checkpoint_older_than_a_field_resumes_with_the_value_its_run_had():
+    assert parse_args(Added, []).auto_speed is True  # a new run: the new default
+    assert parse_args(Added, [], base={"seed": 3}) == Added(auto_speed=False, seed=3)  # written before the field
+    assert parse_args(Added, [], base={"seed": 3, "auto_speed": True}).auto_speed is True  # written after it
+    assert parse_args(Added, ["--auto-speed"], base={"seed": 3}).auto_speed is True  # the command line wins
+
+
 def write(tmp_path, text):
     path = tmp_path / "preset.toml"
     path.write_text(text)

@@ -151,3 +151,23 @@ def test_bf16_without_native_support_says_it_is_emulated(tmp_path, capsys):
     assert (note in capsys.readouterr().out) == (not native_bf16(torch.device("cpu")))
     make_run(tmp_path)
     assert "--bf16" not in capsys.readouterr().out
+
+
+def test_auto_speed_picks_channels_last_and_native_bf16_on_a_cpu_only(tmp_path, capsys):
+    from rlfast.algos.nets import NatureCNNAgent, native_bf16, set_speed
+    from rlfast.algos.runargs import speed_options
+
+    cpu, native = torch.device("cpu"), native_bf16(torch.device("cpu"))
+    assert speed_options(Args(), cpu) == {"channels_last": True, "bf16": native}
+    assert speed_options(Args(auto_speed=False), cpu) == {"channels_last": False, "bf16": False}  # CleanRL's
+    assert speed_options(Args(auto_speed=False, bf16=True), cpu) == {"channels_last": False, "bf16": True}
+    assert speed_options(Args(), torch.device("cuda")) == {"channels_last": False, "bf16": False}  # unmeasured there
+    run = make_run(tmp_path)
+    assert run.speed == {"channels_last": True, "bf16": native}
+    pool = run.make_env(run.args.num_envs, num_threads=1)
+    run.track(models={"agent": set_speed(NatureCNNAgent(4, 2), **run.speed)})
+    with run:
+        pass
+    pool.close()
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("run dir:"))
+    assert line.endswith("cnn: channels-last + bf16 (--auto-speed)" if native else "cnn: channels-last (--auto-speed)")

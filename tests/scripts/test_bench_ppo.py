@@ -57,7 +57,7 @@ def test_speed_options_are_contenders_of_their_own(tmp_path, load_script):
     bench_ppo = load_script("bench/bench_ppo.py")
     args = bench_ppo.Args()
     cmd = bench_ppo.contender_command("rlfast-overlap+cl+compile", args, 8, tmp_path)
-    assert cmd[-3:] == ["--overlap", "--channels-last", "--compile"] and "--bf16" not in cmd
+    assert cmd[-4:] == ["--overlap", "--no-auto-speed", "--channels-last", "--compile"] and "--bf16" not in cmd
     assert "--channels-last" not in bench_ppo.contender_command("rlfast", args, 8, tmp_path)
 
 
