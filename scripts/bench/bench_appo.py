@@ -8,8 +8,9 @@ Rows, each at ``--num-envs`` envs, ``--env-batch-size`` per recv (async; default
   appo          scripts/appo.py training (subprocess): SPS of its progress line
   ppo           scripts/ppo_atari.py (Atari) or scripts/ppo.py at the same num_envs, rollouts of
                 ``--batch-size / --num-envs`` steps (subprocess)
-  appo+OPT, ppo+OPT  the same with the trainers' speed options: +cl (--channels-last), +compile
-                (--compile), +bf16 (--bf16), one or more, e.g. ``appo+cl`` (scripts/bench/speed_options.py)
+  sampler-only+OPT, appo+OPT, ppo+OPT  the same with the trainers' speed options: +cl (--channels-last),
+                +compile (--compile; not for sampler-only), +bf16 (--bf16), +auto (the defaults: --auto-speed),
+                one or more, e.g. ``appo+cl`` (scripts/bench/speed_options.py); without any, float32 NCHW
 
 The ratios to env-only show where the time goes: sampler-only / env-only is what acting and storage
 cost, appo / sampler-only what the learner takes from the sampler (cores and the GIL, shared by
@@ -44,10 +45,12 @@ sys.path[:0] = [str(SCRIPTS), str(BENCH)]
 import appo  # noqa: E402 - scripts/appo.py: its Args and agent
 import speed_options  # noqa: E402 - scripts/bench/speed_options.py
 
+from rlfast.algos import runargs  # noqa: E402
+from rlfast.algos.nets import set_speed  # noqa: E402
 from rlfast.algos.sampler import Sampler  # noqa: E402
 
 CONTENDERS = ("env-only", "sampler-only", "appo", "ppo")
-TUNABLE = ("appo", "ppo")
+TUNABLE = ("sampler-only", "appo", "ppo")
 """the rows that take speed-option suffixes (scripts/bench/speed_options.py)"""
 
 
@@ -106,14 +109,18 @@ def env_only(args: Args) -> float:
         return steps / (time.perf_counter() - start)
 
 
-def sampler_only(args: Args) -> float:
-    """Steps/s of APPO's sampler with the learner only taking and dropping batches."""
+def sampler_only(args: Args, name: str = "sampler-only") -> float:
+    """Steps/s of APPO's sampler with the learner only taking and dropping batches; ``name``'s speed options
+    (``sampler-only+cl+bf16``, ...) as appo.py would apply them to the acting network (+compile: none there)."""
+    _, flags = speed_options.split(name)
     hp = appo.Args(env_id=args.env_id, num_envs=args.num_envs, env_batch_size=args.env_batch_size,
-                   batch_size=args.batch_size, seed=args.seed)  # fmt: skip
+                   batch_size=args.batch_size, seed=args.seed, channels_last="--channels-last" in flags,
+                   bf16="--bf16" in flags, auto_speed="--auto-speed" in flags)  # fmt: skip
     device = device_of(args)
     with rlfast.make(args.env_id, args.num_envs, batch_size=hp.recv_batch, num_threads=args.num_threads,
                      seed=args.seed, **env_kwargs(args)) as envs:  # fmt: skip
         agent = appo.make_agent(hp, envs.single_observation_space, envs.single_action_space).to(device)
+        set_speed(agent, **runargs.speed_options(hp, device))
         with Sampler(envs, hp, agent, lambda *_: None, device) as sampler:
             sampler.release(sampler.next_batch())  # warm-up: the first batch
             steps, start = 0, time.perf_counter()
@@ -157,8 +164,8 @@ def main(args: Args) -> dict[str, float]:
         start = time.perf_counter()
         if name == "env-only":
             results[name] = env_only(args)
-        elif name == "sampler-only":
-            results[name] = sampler_only(args)
+        elif name.split("+")[0] == "sampler-only":
+            results[name] = sampler_only(args, name)
         else:
             results[name], notes[name] = trainer_sps(name, args)
         print(f"  {name}: {results[name]:,.0f} steps/s {notes.get(name, '')}({time.perf_counter() - start:.0f} s)",

@@ -27,7 +27,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional, Sequence
 
 import tyro
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -80,6 +80,9 @@ class Args:
     """the name of these runs in the table and plot (None: script + config)"""
     report_only: bool = False
     """run nothing: tables and plot from the runs already in OUT/runs"""
+    compare: tuple[str, ...] = ()
+    """other results folders (their curves.json, from this script) to set beside these runs: dashed in the
+    plot's steps panel, one summary line each in the table (e.g. the same preset in float32)"""
 
 
 def run_dir(out: Path, env_id: str, seed: int) -> Optional[Path]:
@@ -239,6 +242,7 @@ def report(args: Args, out: Path) -> dict:
     for seed, r in runs.items():
         if args.threshold is not None:
             r["to_threshold"] = dict(zip(("steps", "seconds"), first_reaching(r["_points"], args.threshold)))
+            r["to_threshold"]["threshold"] = args.threshold
         cells = [str(seed), f"{r['steps']:,}", fmt(r["final"]), fmt(r["last_tenth"]), fmt(r["best"])]
         if args.threshold is not None:
             t = r["to_threshold"]
@@ -262,6 +266,11 @@ def report(args: Args, out: Path) -> dict:
                 reach = f" {len(hits)} of {len(runs)} seeds reached it | |"
         rows.append(f"| median | | {statistics.median(finals):,.0f} | {statistics.median(tenths):,.0f} | "
                     f"{statistics.median(bests):,.0f} |{reach} | | |")  # fmt: skip
+    compared = [json.loads((Path(c) / "curves.json").read_text()) for c in args.compare]
+    if compared:
+        rows += ["", "Beside (the same summary of other runs, from their curves.json):"]
+    for other in compared:
+        rows.append(f"- {other['label']}: " + summary(other["runs"].values(), args.threshold))
     refs = REFERENCES.get(args.env_id, [])
     if refs:
         rows += ["", "Published reference:"] + [
@@ -275,11 +284,31 @@ def report(args: Args, out: Path) -> dict:
         del r["_points"]
     result = {"args": asdict(args), "label": label, "references": refs, "runs": runs}
     (out / "curves.json").write_text(json.dumps(result, indent=1) + "\n")
-    plot(result, out / "curves.png", args)
+    plot(result, out / "curves.png", args, compared)
     return result
 
 
-def plot(result: dict, path: Path, args: Args) -> None:
+def summary(runs: Any, threshold: Optional[float]) -> str:
+    """One line of a group of runs (curves.json entries): seeds, steps, median final / last 10% / best, and how
+    many reached ``threshold`` (by the first step their windowed mean reached it)."""
+    runs = list(runs)
+    med = lambda key: fmt(statistics.median(v) if (v := [r[key] for r in runs if r[key] is not None]) else None)  # noqa: E731
+    line = (f"{len(runs)} seeds, {fmt(min((r['steps'] for r in runs), default=None))} steps or more; median final "
+            f"{med('final')}, last 10% {med('last_tenth')}, best {med('best')}")  # fmt: skip
+    if threshold is not None:  # the step its report found, else the first of the (thinned) curve's points
+        def hit(r: dict) -> Optional[int]:
+            if "to_threshold" in r and r["to_threshold"].get("threshold", threshold) == threshold:  # older: no threshold
+                return r["to_threshold"]["steps"]
+            c = r["curve"]
+            return first_reaching(list(zip(c["steps"], c["seconds"], c["mean_return"])), threshold)[0]
+
+        steps = sorted(h for h in map(hit, runs) if h is not None)
+        reached = [f"{h:,}" for h in steps]
+        line += f"; {len(reached)} of {len(runs)} reached {threshold:g}" + (f" (at {', '.join(reached)})" if reached else "")
+    return line
+
+
+def plot(result: dict, path: Path, args: Args, compared: Sequence[dict] = ()) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -290,6 +319,11 @@ def plot(result: dict, path: Path, args: Args) -> None:
         c = r["curve"]
         by_steps.plot([s / 1e6 for s in c["steps"]], c["mean_return"], label=f"seed {seed}")
         by_time.plot([s / 60 for s in c["seconds"]], c["mean_return"], label=f"seed {seed}")
+    for other in compared:  # steps only: their wall times are another machine's or another setting's
+        for seed, r in other["runs"].items():
+            c = r["curve"]
+            by_steps.plot([s / 1e6 for s in c["steps"]], c["mean_return"], linestyle="--", linewidth=1,
+                          label=f"{other['label']}, seed {seed}")  # fmt: skip
     for what, steps, mean, pm in result["references"]:
         by_steps.errorbar([steps / 1e6], [mean], yerr=[pm] if pm else None, fmt="k*", capsize=4, markersize=10)
         by_steps.annotate(what.split(",")[0] + f" ({what.split(',')[1].strip()})", (steps / 1e6, mean),
@@ -303,7 +337,7 @@ def plot(result: dict, path: Path, args: Args) -> None:
     cores = sorted({r["placement"]["cores"] for r in result["runs"].values() if r.get("placement")})
     per_run = f", {'/'.join(map(str, cores))} core(s) per run" if cores else ""
     by_time.set_xlabel(f"wall minutes of training ({cpu_model()}{per_run})")
-    by_steps.legend(fontsize=8)
+    by_steps.legend(fontsize=7, loc="lower right")
     fig.suptitle(f"{result['label']} on {args.env_id}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=80)

@@ -63,6 +63,25 @@ def test_a_second_call_reads_finished_seeds_back(done):
     assert [r["run_dir"] for r in after.values()] == [r["run_dir"] for r in before.values()]
 
 
+def test_compare_sets_another_groups_summary_beside_these_runs(done, tmp_path):
+    out, _ = done
+    other = tmp_path / "other"
+    other.mkdir()
+    theirs = json.loads((out / "curves.json").read_text())
+    theirs["label"] = "the same in float32"
+    for r in theirs["runs"].values():  # one of them reached 30 at step 1234, the other never
+        r["final"], r["best"] = r["final"] - 100, r["best"] - 100
+    theirs["runs"]["1"]["to_threshold"] = {"steps": 1234, "seconds": 1.0, "threshold": 30}
+    theirs["runs"]["2"]["to_threshold"] = {"steps": None, "seconds": None, "threshold": 30}
+    (other / "curves.json").write_text(json.dumps(theirs))
+    proc = bench(out, *BENCH, "--report-only", "--compare", str(other))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    line = next(x for x in (out / "table.md").read_text().splitlines() if x.startswith("- the same in float32:"))
+    finals = sorted(r["final"] for r in theirs["runs"].values())
+    assert f"2 seeds, 4,096 steps or more; median final {sum(finals) / 2:,.0f}" in line
+    assert line.endswith("1 of 2 reached 30 (at 1,234)")
+
+
 def test_an_unfinished_seed_is_resumed(tmp_path):
     out = tmp_path / "cartpole"
     proc = bench(out, *TASK, "--seeds", "1", "--total-timesteps", "512", *TRAINER)

@@ -34,5 +34,5 @@ def test_benchmarks_pass_the_flags_on(load_script, tmp_path):
     with pytest.raises(SystemExit, match=r"unknown contender\(s\) \['cleanrl\+cl'\]"):
         bench_dqn.main(bench_dqn.Args(contenders=("cleanrl+cl",)))
     bench_appo = load_script("bench/bench_appo.py")
-    with pytest.raises(SystemExit, match=r"unknown contender\(s\) \['sampler-only\+cl'\]"):
-        bench_appo.main(bench_appo.Args(contenders=("appo+cl", "sampler-only+cl")))
+    with pytest.raises(SystemExit, match=r"unknown contender\(s\) \['env-only\+cl'\]"):
+        bench_appo.main(bench_appo.Args(contenders=("appo+cl", "sampler-only+cl", "env-only+cl")))
