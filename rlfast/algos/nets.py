@@ -84,11 +84,12 @@ class FrameNet(nn.Sequential):
         return h.float()
 
     def _weights(self) -> list[Optional[tuple[torch.Tensor, Optional[torch.Tensor]]]]:
-        """Per layer: its (weight, bias), the first layer's weight times 1 / 255; None for a layer without."""
-        out = []
-        for i, layer in enumerate(self):
+        """Per layer: its (weight, bias), the first such layer's weight times 1 / 255; None for a layer without."""
+        out: list[Optional[tuple[torch.Tensor, Optional[torch.Tensor]]]] = []
+        for layer in self:
             if isinstance(layer, (nn.Conv2d, nn.Linear)):
-                out.append((layer.weight / 255.0 if i == 0 else layer.weight, layer.bias))
+                first = all(w is None for w in out)
+                out.append((layer.weight / 255.0 if first else layer.weight, layer.bias))
             else:
                 out.append(None)
         return out

@@ -131,6 +131,17 @@ def test_bf16_weights_are_cast_once_per_change_of_the_weights():
     assert torch.equal(acting(), fresh())
 
 
+def test_bf16_scales_the_first_layer_with_weights_even_behind_others():
+    torch.manual_seed(0)
+    net = FrameNet(torch.nn.Identity(), torch.nn.Conv2d(4, 8, 8, stride=4), torch.nn.ReLU(), torch.nn.Flatten(),
+                   torch.nn.Linear(8 * 20 * 20, 4))  # fmt: skip
+    x = frames(4)
+    expected = net(x)
+    fast = copy.deepcopy(net).set_speed(bf16=True)
+    for got in (fast(x), torch.no_grad()(fast)(x)):
+        assert (got - expected).abs().max() <= 0.02 * expected.abs().max()
+
+
 def test_bf16_refuses_layers_it_cannot_run():
     with pytest.raises(ValueError, match="BatchNorm2d"):
         FrameNet(torch.nn.Conv2d(4, 8, 3), torch.nn.BatchNorm2d(8)).set_speed(bf16=True)
