@@ -37,7 +37,7 @@ from rlfast.algos.appo import APPOArgs, appo_loss
 from rlfast.algos.config import parse_or_resume
 from rlfast.algos.episodes import Episodes
 from rlfast.algos.nets import MLPAgent, NatureCNNAgent, set_speed
-from rlfast.algos.ppo import LOSS_NAMES, PPOLoss
+from rlfast.algos.ppo import LOSS_NAMES, PPOLoss, adapt_lr
 from rlfast.algos.run import Run
 from rlfast.algos.runargs import RunArgs, usage_error
 from rlfast.algos.sampler import Sampler, Trajectories, Weights
@@ -78,7 +78,8 @@ def update(agent: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable
     """One batch's update: ``update_epochs`` passes of ``num_minibatches`` SGD steps over shuffled whole
     trajectories, the loss ``appo_loss`` (V-trace targets under the current weights, PPO's clipped loss;
     maybe compiled), the weights published to the sampler after each step. Returns the new version (SGD
-    steps so far) and the ``losses/*`` and ``charts/policy_lag_*`` scalars (tensors, not read back)."""
+    steps so far) and the ``losses/*`` and ``charts/policy_lag_*`` scalars (tensors, not read back) and the learning
+    rate; with --kl-adaptive-lr each epoch's mean approx KL steers the rate (``adapt_lr``)."""
     K = batch.actions.shape[0]
     size = K // args.num_minibatches
     stats, lags = [], []
@@ -96,9 +97,14 @@ def update(agent: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable
             version += 1
             weights.publish(agent, version, end_of_batch=start + size >= K and epoch == args.update_epochs - 1)
             stats.append(torch.stack([t.detach() for t in out[1:]]))
+        if args.kl_adaptive_lr is not None:  # the epoch's mean KL steers the rate (one host read per epoch)
+            kl = torch.stack(stats[-args.num_minibatches :])[:, LOSS_NAMES.index("approx_kl")].mean()
+            adapt_lr(optimizer, kl.item(), args.kl_adaptive_lr, args.lr_max)
     means, lag = torch.stack(stats).mean(0), torch.stack(lags)
     scalars = {f"losses/{name}": means[i] for i, name in enumerate(LOSS_NAMES)}
-    return version, {**scalars, "charts/policy_lag_mean": lag[:, 0].mean(), "charts/policy_lag_max": lag[:, 1].max()}
+    lr = optimizer.param_groups[0]["lr"]
+    return version, {**scalars, "charts/learning_rate": lr, "charts/policy_lag_mean": lag[:, 0].mean(),
+                     "charts/policy_lag_max": lag[:, 1].max()}  # fmt: skip
 
 
 def main(args: Args, ckpt: Optional[dict] = None) -> int:

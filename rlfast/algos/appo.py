@@ -35,7 +35,13 @@ class APPOArgs(Flags):
     update_epochs: int = bounded(1, low=1)
     """passes over each batch"""
     learning_rate: float = bounded(2.5e-4, low=0, low_open=True)
-    """the learning rate of the optimizer"""
+    """the learning rate of the optimizer (where --kl-adaptive-lr starts)"""
+    kl_adaptive_lr: Optional[float] = bounded(None, low=0, low_open=True)
+    """a KL target that steers the learning rate (Sample Factory's and rl_games' adaptive schedule, PPO's
+    --kl-adaptive-lr): after each epoch over a batch, lr / 1.5 when its mean approx KL to the acting policy is
+    above twice this, x 1.5 when below half, within [1e-6, --lr-max] (None: a constant rate)"""
+    lr_max: float = bounded(1e-2, low=0, low_open=True)
+    """the largest learning rate --kl-adaptive-lr may reach"""
     gamma: float = bounded(0.99, low=0, high=1)
     """the discount factor gamma"""
     vtrace_lambda: float = bounded(1.0, low=0, high=1)
@@ -90,6 +96,8 @@ class APPOArgs(Flags):
         elif self.trajectories_per_batch % self.num_minibatches:
             problems.append(f"the {self.trajectories_per_batch} trajectories of a batch do not split into "
                             f"--num-minibatches {self.num_minibatches}")  # fmt: skip
+        if self.kl_adaptive_lr is not None and self.lr_max < self.learning_rate:
+            problems.append(f"--lr-max {self.lr_max} is below --learning-rate {self.learning_rate}")
         if self.deterministic and self.batch_size != self.num_envs * T:
             problems.append(f"--deterministic trains on whole rollouts of every env: --batch-size must be "
                             f"--num-envs x --trajectory-length = {self.num_envs * T}, got {self.batch_size}")

@@ -87,6 +87,21 @@ def test_deterministic_runs_give_identical_losses(tmp_path):
     assert len(losses[0][0]) == 20 and len({v for _, v in losses[0][0]}) > 1
 
 
+def test_kl_adaptive_lr_steers_the_rate_by_the_epochs_kl(tmp_path):
+    # a KL target far above what an epoch moves the policy: the rate grows x1.5 per epoch up to --lr-max
+    flags = [*TINY, "--total-timesteps", "640", "--update-epochs", "2", "--learning-rate", "1e-4"]
+    proc = run("appo.py", *flags, "--kl-adaptive-lr", "10", "--lr-max", "5e-4", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    rates = [v for _, v in scalars(run_dir, "charts/learning_rate")[0]]
+    assert rates[0] == pytest.approx(1e-4 * 1.5**2) and rates[-1] == pytest.approx(5e-4) and len(rates) == 10
+    proc = run("appo.py", *flags, "--runs-dir", "plain", cwd=tmp_path)  # without it: constant
+    (run_dir,) = (tmp_path / "plain").iterdir()
+    assert all(v == pytest.approx(1e-4) for _, v in scalars(run_dir, "charts/learning_rate")[0])
+    proc = run("appo.py", *flags, "--kl-adaptive-lr", "0.01", "--lr-max", "5e-5", cwd=tmp_path)
+    assert proc.returncode != 0 and "error: --lr-max 5e-05 is below --learning-rate 0.0001" in proc.stderr
+
+
 def test_atari_run_logs_whole_games(tmp_path):
     proc = run("appo.py", "--env-id", "Breakout-v5", "--num-envs", "4", "--rollout", "8", "--batch-size", "32",
                "--total-timesteps", "640", "--no-cuda", "--torch-threads", "1", "--runs-dir", "runs",
