@@ -214,6 +214,12 @@ def curve(path: Path, window: int) -> dict:
     }
 
 
+def machines(runs: dict) -> str:
+    """The CPU(s) the runs trained on, as their placement files recorded it (this machine's for runs without)."""
+    cpus = sorted({(r.get("placement") or {}).get("cpu") or cpu_model() for r in runs.values()}) or [cpu_model()]
+    return " / ".join(cpus)
+
+
 def first_reaching(points: list[tuple[int, float, float]], threshold: float) -> tuple[Optional[int], Optional[float]]:
     for step, sec, mean in points:
         if mean >= threshold:
@@ -233,10 +239,11 @@ def report(args: Args, out: Path) -> dict:
         path = run_dir(out, args.env_id, seed)
         if path is not None and list(path.glob("events.out.tfevents.*")):
             runs[seed] = curve(path, args.window)
+            placed = out / "logs" / f"seed{seed}.json"
+            runs[seed]["placement"] = json.loads(placed.read_text()) if placed.exists() else None
     to_it = f"steps to {args.threshold:,.0f} | minutes to it | " if args.threshold is not None else ""
     rows = [f"{label} on {args.env_id}, mean return of the last {args.window} training episodes (final: at the end; "
-            f"last 10%: averaged over the last 10% of the steps; best: the highest); machine: {cpu_model()}, "
-            f"{os.cpu_count()} cores", "",
+            f"last 10%: averaged over the last 10% of the steps; best: the highest); machine: {machines(runs)}", "",
             "| seed | steps | final | last 10% | best | " + to_it + "steps/s | cores | status |",
             "|---|---|---|---|---|" + ("---|---|" if to_it else "") + "---|---|---|"]  # fmt: skip
     for seed, r in runs.items():
@@ -247,8 +254,6 @@ def report(args: Args, out: Path) -> dict:
         if args.threshold is not None:
             t = r["to_threshold"]
             cells += [fmt(t["steps"]), fmt(t["seconds"] / 60 if t["seconds"] is not None else None, ".1f")]
-        placed = out / "logs" / f"seed{seed}.json"
-        r["placement"] = json.loads(placed.read_text()) if placed.exists() else None
         where = str(r["placement"]["cores"]) if r["placement"] else "-"
         cells += [fmt(r["sps"]), where, "finished" if r["finished"] else "running or stopped"]
         rows.append("| " + " | ".join(cells) + " |")
@@ -336,7 +341,7 @@ def plot(result: dict, path: Path, args: Args, compared: Sequence[dict] = ()) ->
     by_steps.set_xlabel("env steps (millions)")
     cores = sorted({r["placement"]["cores"] for r in result["runs"].values() if r.get("placement")})
     per_run = f", {'/'.join(map(str, cores))} core(s) per run" if cores else ""
-    by_time.set_xlabel(f"wall minutes of training ({cpu_model()}{per_run})")
+    by_time.set_xlabel(f"wall minutes of training ({machines(result['runs'])}{per_run})")
     by_steps.legend(fontsize=7, loc="lower right")
     fig.suptitle(f"{result['label']} on {args.env_id}", fontsize=10)
     fig.tight_layout()
