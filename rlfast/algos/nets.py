@@ -5,6 +5,7 @@ stacked Atari frames), each with ``get_value``, ``get_action_and_value`` and ``a
 speed options (``set_speed``: channels-last activations, a bfloat16 autocast)."""
 
 import math
+import os
 from typing import Optional
 
 import torch
@@ -16,12 +17,20 @@ from rlfast.algos.distributions import categorical
 M = nn.Module
 
 
+ONEDNN_CAPS_WITHOUT_BF16 = {"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI"}
+"""oneDNN instruction-set caps (``ONEDNN_MAX_CPU_ISA``) below AVX512_CORE_BF16: bf16 is emulated under them"""
+
+
 def native_bf16(device: torch.device) -> bool:
     """Whether ``device`` computes bfloat16 matmuls and convolutions natively: a CUDA GPU that supports it, or
-    a CPU with AVX512-BF16 or AMX (oneDNN's bf16 kernels; elsewhere bf16 is emulated and slower than fp32)."""
+    a CPU with AVX512-BF16 or AMX (oneDNN's bf16 kernels; elsewhere bf16 is emulated and slower than fp32),
+    unless oneDNN is capped below them (``ONEDNN_MAX_CPU_ISA`` / ``DNNL_MAX_CPU_ISA``)."""
     if device.type == "cuda":
         return torch.cuda.is_bf16_supported()
     if device.type != "cpu" or not torch.backends.mkldnn.is_available():
+        return False
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA", os.environ.get("DNNL_MAX_CPU_ISA", "")).upper()
+    if cap in ONEDNN_CAPS_WITHOUT_BF16:
         return False
     return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
 

@@ -147,13 +147,26 @@ def test_bf16_refuses_layers_it_cannot_run():
         FrameNet(torch.nn.Conv2d(4, 8, 3), torch.nn.BatchNorm2d(8)).set_speed(bf16=True)
 
 
-def test_native_bf16_follows_the_cpu_flags():
+def test_native_bf16_follows_the_cpu_flags(monkeypatch):
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    monkeypatch.delenv("DNNL_MAX_CPU_ISA", raising=False)
     flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else None
     if flags is None:
         pytest.skip("no /proc/cpuinfo to compare with")
     has = " avx512_bf16" in flags or " amx_bf16" in flags
     assert native_bf16(torch.device("cpu")) == (has and torch.backends.mkldnn.is_available())
     assert native_bf16(torch.device("meta")) is False
+
+
+def test_native_bf16_is_off_under_a_onednn_cap_without_it(monkeypatch):
+    # CI runs the golden traces under ONEDNN_MAX_CPU_ISA=SSE41: there bf16 would be emulated (minutes a run)
+    for cap in ("SSE41", "avx2", "AVX512_CORE"):
+        monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", cap)
+        assert native_bf16(torch.device("cpu")) is False
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_AMX")
+    monkeypatch.delenv("DNNL_MAX_CPU_ISA", raising=False)
+    has = bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+    assert native_bf16(torch.device("cpu")) == (has and torch.backends.mkldnn.is_available())
 
 
 def test_dqn_atari_q_network_takes_the_same_options():
