@@ -43,7 +43,7 @@ class RunArgs(Flags):
     auto_speed: bool = True
     """Atari (Nature CNN) trainers on a CPU: also turn on what pays there and learns the same (README "Training
     on a CPU"): --channels-last, and --bf16 where the CPU computes bfloat16 natively (AVX512-BF16 / AMX).
-    --no-auto-speed: only the options given (float32 NCHW without any: CleanRL's numerics). No effect on CUDA"""
+    Turned off, only the options given apply (float32 NCHW without any: CleanRL's numerics). No effect on CUDA"""
     config: Optional[str] = None
     """a TOML preset (configs/*.toml) whose keys are these fields; the command line overrides it"""
     resume: Optional[str] = None
