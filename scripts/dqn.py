@@ -53,6 +53,7 @@ class QNetwork(nn.Module):
 
     def __init__(self, obs_dim: int, num_actions: int) -> None:
         super().__init__()
+        self.num_actions = num_actions
         self.network = nn.Sequential(
             nn.Linear(obs_dim, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, num_actions)
         )
@@ -63,7 +64,7 @@ class QNetwork(nn.Module):
 
     def act(self, x: torch.Tensor, greedy: bool = False) -> torch.Tensor:
         """x: [N, obs_dim] -> actions [N]: argmax when greedy, else epsilon-greedy at EVAL_EPSILON (evaluate.py)."""
-        return epsilon_greedy(self(x), 0.0 if greedy else EVAL_EPSILON)
+        return epsilon_greedy(self, x, 0.0 if greedy else EVAL_EPSILON, self.num_actions)
 
 
 def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> QNetwork:
@@ -114,7 +115,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
             for step in range(T):
                 epsilon = args.epsilon(global_step)
                 with timer("inference"), torch.no_grad():
-                    actions = epsilon_greedy(q_network(obs), epsilon)
+                    actions = epsilon_greedy(q_network, obs, epsilon, q_network.num_actions)
                 with timer("env"):
                     envs.send(actions)
                 global_step += N

@@ -74,6 +74,7 @@ class QNetwork(nn.Module):
 
     def __init__(self, num_actions: int) -> None:
         super().__init__()
+        self.num_actions = num_actions
         self.network = FrameNet(
             nn.Conv2d(STACK, 32, 8, stride=4), nn.ReLU(),
             nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
@@ -89,7 +90,7 @@ class QNetwork(nn.Module):
 
     def act(self, x: torch.Tensor, greedy: bool = False) -> torch.Tensor:
         """x: [N, 4, 84, 84] uint8 -> actions [N]: argmax when greedy, else epsilon-greedy at EVAL_EPSILON."""
-        return epsilon_greedy(self(x), 0.0 if greedy else EVAL_EPSILON)
+        return epsilon_greedy(self, x, 0.0 if greedy else EVAL_EPSILON, self.num_actions)
 
 
 def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> QNetwork:
@@ -149,7 +150,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
             for step in range(T):
                 epsilon = args.epsilon(global_step)
                 with timer("inference"), torch.no_grad():
-                    actions = epsilon_greedy(q_network(obs), epsilon)
+                    actions = epsilon_greedy(q_network, obs, epsilon, q_network.num_actions)
                 with timer("env"):
                     envs.send(actions)
                 global_step += N

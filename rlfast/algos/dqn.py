@@ -2,7 +2,7 @@
 
 DQNArgs         CleanRL's dqn.py hyperparameters, plus num_envs, replay_ratio, Double DQN and n-step returns
 linear_schedule CleanRL's epsilon schedule
-epsilon_greedy  random actions with probability epsilon, decided per env on the device (no host round trip)
+epsilon_greedy  random actions with probability epsilon, per env; the Q-network runs only if some env is greedy
 td_loss         the TD loss against a target network (optionally Double DQN; n-step via the batch)
 soft_update     target <- tau * online + (1 - tau) * target
 ReplayRatio     when to learn: gradient steps at the replay ratio, target updates (each script holds its update)
@@ -95,13 +95,22 @@ def linear_schedule(start_e: float, end_e: float, duration: float, t: int) -> fl
 
 
 def epsilon_greedy(
-    q_values: torch.Tensor, epsilon: float, generator: Optional[torch.Generator] = None
+    q_network: Callable[[torch.Tensor], torch.Tensor],
+    obs: torch.Tensor,
+    epsilon: float,
+    num_actions: int,
+    generator: Optional[torch.Generator] = None,
 ) -> torch.Tensor:
-    """q_values: [N, A] -> actions [N] int64: uniform random with probability ``epsilon`` (per env), else argmax."""
-    n, num_actions = q_values.shape
-    explore = torch.rand(n, device=q_values.device, generator=generator) < epsilon
-    random = torch.randint(num_actions, (n,), device=q_values.device, generator=generator)
-    return torch.where(explore, random, q_values.argmax(1))
+    """obs: [N, ...] -> actions [N] int64: uniform random with probability ``epsilon`` (per env), else the argmax
+    of ``q_network(obs)``. The network runs only when some env acts greedily (CleanRL's shortcut: no forward
+    pass while every env explores, most steps early in a one-env run); the random draws come first either way,
+    so skipping it changes no action."""
+    n = obs.shape[0]
+    explore = torch.rand(n, device=obs.device, generator=generator) < epsilon
+    random = torch.randint(num_actions, (n,), device=obs.device, generator=generator)
+    if bool(explore.all()):  # one host read of N bools; the actions go to the host for the envs right after
+        return random
+    return torch.where(explore, random, q_network(obs).argmax(1))
 
 
 def td_loss(

@@ -30,12 +30,33 @@ def test_epsilon_greedy_explores_at_the_rate_asked_and_is_greedy_otherwise():
     q = torch.zeros(20000, 4)
     q[:, 2] = 1.0
     g = torch.Generator().manual_seed(0)
-    assert torch.equal(epsilon_greedy(q, 0.0, g), torch.full((20000,), 2))
-    actions = epsilon_greedy(q, 0.4, g)
+    obs = torch.zeros(20000, 1)
+    assert torch.equal(epsilon_greedy(lambda x: q, obs, 0.0, 4, g), torch.full((20000,), 2))
+    actions = epsilon_greedy(lambda x: q, obs, 0.4, 4, g)
     # Greedy 60% + a random action that happens to be 2: 10%; the others 10% each.
     freq = torch.bincount(actions, minlength=4).float() / 20000
     assert torch.allclose(freq, torch.tensor([0.1, 0.1, 0.7, 0.1]), atol=0.015), freq
     assert actions.dtype == torch.int64
+
+
+def test_epsilon_greedy_runs_the_network_only_when_some_env_is_greedy_and_draws_the_same_actions():
+    calls = []
+
+    def q_network(x):
+        calls.append(x.shape[0])
+        return torch.arange(3.0).expand(x.shape[0], 3)  # argmax 2
+
+    obs = torch.zeros(1, 5)
+    skipped = [epsilon_greedy(q_network, obs, 1.0, 3, torch.Generator().manual_seed(s)) for s in range(50)]
+    assert calls == []  # every env explores: no forward pass
+    # The same generator state with the network forced to run: the same random actions wherever env explored.
+    for s in range(50):
+        g, ref = torch.Generator().manual_seed(s), torch.Generator().manual_seed(s)
+        explore = torch.rand(1, generator=ref) < 1.0
+        assert torch.equal(torch.where(explore, torch.randint(3, (1,), generator=ref), torch.tensor([2])), skipped[s])
+        assert torch.equal(epsilon_greedy(q_network, obs, 1.0, 3, g), skipped[s])
+    mixed = epsilon_greedy(q_network, torch.zeros(64, 5), 0.5, 3, torch.Generator().manual_seed(0))
+    assert calls == [64] and (mixed == 2).float().mean() > 0.5  # greedy half + a third of the random half
 
 
 class Table(nn.Module):
