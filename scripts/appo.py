@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 import rlfast
-from rlfast.algos.appo import APPOArgs, appo_loss
+from rlfast.algos.appo import APPOArgs, appo_loss, taken_logprobs, update_kl
 from rlfast.algos.config import parse_or_resume
 from rlfast.algos.episodes import Episodes
 from rlfast.algos.nets import MLPAgent, NatureCNNAgent, set_speed
@@ -79,10 +79,13 @@ def update(agent: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable
     trajectories, the loss ``appo_loss`` (V-trace targets under the current weights, PPO's clipped loss;
     maybe compiled), the weights published to the sampler after each step. Returns the new version (SGD
     steps so far) and the ``losses/*`` and ``charts/policy_lag_*`` scalars (tensors, not read back) and the learning
-    rate; with --kl-adaptive-lr each epoch's mean approx KL steers the rate (``adapt_lr``)."""
+    rate; with --kl-adaptive-lr each epoch's approx KL (``--kl-reference``'s) steers the rate (``adapt_lr``)."""
     K = batch.actions.shape[0]
     size = K // args.num_minibatches
-    stats, lags = [], []
+    stats, lags, kls = [], [], {}
+    if args.kl_adaptive_lr is not None and args.kl_reference == "batch":  # PPO's KL: what this batch's epochs moved
+        probe = batch.rows(torch.arange(size, device=batch.actions.device))
+        reference = taken_logprobs(agent, probe)
     for epoch in range(args.update_epochs):
         perm = torch.randperm(K, device=batch.actions.device, generator=generator)
         for start in range(0, K, size):
@@ -97,13 +100,16 @@ def update(agent: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable
             version += 1
             weights.publish(agent, version, end_of_batch=start + size >= K and epoch == args.update_epochs - 1)
             stats.append(torch.stack([t.detach() for t in out[1:]]))
-        if args.kl_adaptive_lr is not None:  # the epoch's mean KL steers the rate (one host read per epoch)
-            kl = torch.stack(stats[-args.num_minibatches :])[:, LOSS_NAMES.index("approx_kl")].mean()
+        if args.kl_adaptive_lr is not None:  # the epoch's KL steers the rate (one host read per epoch)
+            if args.kl_reference == "batch":
+                kl = kls["losses/update_kl"] = update_kl(agent, probe, reference)  # logged: the last epoch's
+            else:  # the loss's approx KL to the acting policy, the epoch's mean
+                kl = torch.stack(stats[-args.num_minibatches :])[:, LOSS_NAMES.index("approx_kl")].mean()
             adapt_lr(optimizer, kl.item(), args.kl_adaptive_lr, args.lr_max)
     means, lag = torch.stack(stats).mean(0), torch.stack(lags)
     scalars = {f"losses/{name}": means[i] for i, name in enumerate(LOSS_NAMES)}
     lr = optimizer.param_groups[0]["lr"]
-    return version, {**scalars, "charts/learning_rate": lr, "charts/policy_lag_mean": lag[:, 0].mean(),
+    return version, {**scalars, **kls, "charts/learning_rate": lr, "charts/policy_lag_mean": lag[:, 0].mean(),
                      "charts/policy_lag_max": lag[:, 1].max()}  # fmt: skip
 
 

@@ -2,12 +2,14 @@
 which holds the update loop; the sampling side (trajectories, the sampler thread, the weights it acts
 with, episode statistics) is ``rlfast/algos/sampler.py`` (Sample Factory's learning / sampling split).
 
-APPOArgs    the hyperparameters (scripts/appo.py composes them with RunArgs)
-appo_loss   V-trace targets and PPO's clipped loss on a minibatch of trajectories
+APPOArgs        the hyperparameters (scripts/appo.py composes them with RunArgs)
+appo_loss       V-trace targets and PPO's clipped loss on a minibatch of trajectories
+taken_logprobs  the log-probabilities of the actions trajectories took, under the weights now
+update_kl       PPO's approx KL from the weights a batch began with (--kl-reference batch)
 """
 
 from dataclasses import dataclass
-from typing import ClassVar, Mapping, Optional
+from typing import ClassVar, Literal, Mapping, Optional
 
 import torch
 from torch import nn
@@ -38,10 +40,14 @@ class APPOArgs(Flags):
     """the learning rate of the optimizer (where --kl-adaptive-lr starts)"""
     kl_adaptive_lr: Optional[float] = bounded(None, low=0, low_open=True)
     """a KL target that steers the learning rate (Sample Factory's and rl_games' adaptive schedule, PPO's
-    --kl-adaptive-lr): after each epoch over a batch, lr / 1.5 when its mean approx KL to the acting policy is
+    --kl-adaptive-lr): after each epoch over a batch, lr / 1.5 when its approx KL (from --kl-reference) is
     above twice this, x 1.5 when below half, within [1e-6, --lr-max] (None: a constant rate)"""
     lr_max: float = bounded(1e-2, low=0, low_open=True)
     """the largest learning rate --kl-adaptive-lr may reach"""
+    kl_reference: Literal["acting", "batch"] = "acting"
+    """the policy --kl-adaptive-lr measures the KL from: the acting one (the loss's approx KL, policy lag
+    included: with a lagging sampler it holds the rate low) or the learner's at the start of the batch (PPO's
+    measure: what this batch's epochs moved; one minibatch probed, one extra forward pass of it per epoch)"""
     gamma: float = bounded(0.99, low=0, high=1)
     """the discount factor gamma"""
     vtrace_lambda: float = bounded(1.0, low=0, high=1)
@@ -102,6 +108,21 @@ class APPOArgs(Flags):
             problems.append(f"--deterministic trains on whole rollouts of every env: --batch-size must be "
                             f"--num-envs x --trajectory-length = {self.num_envs * T}, got {self.batch_size}")
         return problems
+
+
+def taken_logprobs(agent: nn.Module, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    """The log-probabilities [k * T] of the actions trajectories ``batch`` took, under ``agent``'s weights now."""
+    k, T = batch["actions"].shape[:2]
+    with torch.no_grad():
+        return agent.get_action_and_value(batch["obs"][:, :T].flatten(0, 1), batch["actions"].flatten())[1]
+
+
+def update_kl(agent: nn.Module, probe: Mapping[str, torch.Tensor], reference: torch.Tensor) -> torch.Tensor:
+    """PPO's approx KL, ``(ratio - 1) - log ratio`` over the ``probe`` trajectories' steps (reset steps left out),
+    from the policy that gave ``reference`` (``taken_logprobs`` then) to ``agent``'s now: a scalar tensor."""
+    logratio = taken_logprobs(agent, probe) - reference
+    weights = (~probe["reset"]).float().flatten()
+    return (((logratio.exp() - 1) - logratio) * weights).sum() / weights.sum().clamp(min=1.0)
 
 
 def appo_loss(agent: nn.Module, args: APPOArgs, batch: Mapping[str, torch.Tensor]) -> PPOLoss:

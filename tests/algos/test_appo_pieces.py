@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import rlfast
-from rlfast.algos.appo import APPOArgs, appo_loss
+from rlfast.algos.appo import APPOArgs, appo_loss, taken_logprobs, update_kl
 from rlfast.algos.nets import MLPAgent
 from rlfast.algos.runargs import RunArgs
 from rlfast.algos.episodes import Episodes
@@ -158,3 +158,26 @@ def test_loss_leaves_reset_steps_out():
     torch.testing.assert_close(after.value_loss, before.value_loss)
     mb["reset"][0, 2] = False  # were it a real step, they would
     assert not torch.allclose(appo_loss(agent, args, mb).loss, after.loss)
+
+
+def test_update_kl_is_ppos_approx_kl_from_the_reference_weights_over_real_steps():
+    torch.manual_seed(0)
+    agent = MLPAgent(3, 4)
+    batch = Trajectories(3, 5, (3,), torch.float32, (), torch.long, "cpu")
+    batch.obs.normal_()
+    batch.actions.random_(0, 4)
+    probe = batch.rows(torch.arange(3))
+    reference = taken_logprobs(agent, probe)
+    assert reference.shape == (15,) and not reference.requires_grad
+    assert update_kl(agent, probe, reference).item() == 0.0  # the same weights: nothing moved
+    with torch.no_grad():
+        for p in agent.actor.parameters():
+            p.add_(torch.randn_like(p))
+    logits = agent.actor(probe["obs"][:, :5].flatten(0, 1))
+    logratio = torch.log_softmax(logits, -1).gather(1, probe["actions"].flatten()[:, None])[:, 0] - reference
+    per_step = (logratio.exp() - 1) - logratio
+    torch.testing.assert_close(update_kl(agent, probe, reference), per_step.mean())
+    probe["reset"][1, 2] = True  # a reset step is not a step of the policy: left out
+    keep = torch.ones(15, dtype=torch.bool)
+    keep[1 * 5 + 2] = False
+    torch.testing.assert_close(update_kl(agent, probe, reference), per_step[keep].mean())

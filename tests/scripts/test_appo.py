@@ -95,6 +95,14 @@ def test_kl_adaptive_lr_steers_the_rate_by_the_epochs_kl(tmp_path):
     (run_dir,) = (tmp_path / "runs").iterdir()
     rates = [v for _, v in scalars(run_dir, "charts/learning_rate")[0]]
     assert rates[0] == pytest.approx(1e-4 * 1.5**2) and rates[-1] == pytest.approx(5e-4) and len(rates) == 10
+    # the KL from the learner's weights at the batch's start (PPO's): the same growth, and it is logged
+    proc = run("appo.py", *flags, "--kl-adaptive-lr", "10", "--lr-max", "5e-4", "--kl-reference", "batch",
+               "--runs-dir", "batch", cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run_dir,) = (tmp_path / "batch").iterdir()
+    assert [v for _, v in scalars(run_dir, "charts/learning_rate")[0]] == pytest.approx(rates)
+    kls = [v for _, v in scalars(run_dir, "losses/update_kl")[0]]
+    assert len(kls) == 10 and all(0.0 < v < 1.0 for v in kls), kls
     proc = run("appo.py", *flags, "--runs-dir", "plain", cwd=tmp_path)  # without it: constant
     (run_dir,) = (tmp_path / "plain").iterdir()
     assert all(v == pytest.approx(1e-4) for _, v in scalars(run_dir, "charts/learning_rate")[0])
