@@ -206,14 +206,49 @@ class ReplayBuffer:
         n = self.count[:, None]  # [N, 1]
         slot = torch.arange(C, device=self.device)[None, :]
         step = n - 1 - (n - 1 - slot) % C  # the newest stream time stored in each slot (< 0: never written)
-        oldest = (n - C).clamp(min=0)
-        history = torch.where(n > C, oldest + (self.stack - 1), oldest)
-        return (step >= history) & (step + self.n_step <= n - 1) & self.is_transition
+        lo, hi = self._windows()
+        return (step >= lo[:, None]) & (step <= hi[:, None]) & self.is_transition
+
+    def _windows(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per env, the stream times ``lo .. hi`` [N] whose transitions the ring holds whole: the stack's older
+        frames still there, the ``n_step`` steps it looks ahead to already added (``valid`` is these times'
+        slots less the non-transitions: a reset step's)."""
+        n = self.count
+        oldest = (n - self.per_env).clamp(min=0)
+        return torch.where(n > self.per_env, oldest + (self.stack - 1), oldest), n - 1 - self.n_step
 
     def sample_indices(self, batch_size: int, generator: Optional[torch.Generator] = None) -> torch.Tensor:
-        """[batch_size] flat slot indices (``env * per_env + slot``) drawn uniformly among valid slots."""
+        """[batch_size] flat slot indices (``env * per_env + slot``) drawn uniformly among valid slots.
+
+        On a CPU: a stream time drawn uniformly from the envs' windows (``_windows``, one number per env) and
+        redrawn where it is a reset step (rare: one per episode), which is uniform over the valid slots at a
+        cost that does not grow with the capacity. Elsewhere (and after a few rounds of redraws): the rank-th
+        valid slot through a cumulative count of ``valid()`` (O(capacity) after every add, but no host sync)."""
         if not 1 <= batch_size <= len(self):
             raise ValueError(f"cannot sample {batch_size} transitions: the buffer holds at most {len(self)}")
+        if self.device.type == "cpu":
+            lo, hi = self._windows()
+            ends = (hi - lo + 1).clamp(min=0).cumsum(0)  # [N]
+            if int(ends[-1]) == 0:
+                raise ValueError(f"cannot sample {batch_size} transitions: none is held whole yet")
+            flat = torch.empty(batch_size, dtype=torch.long)
+            todo = torch.arange(batch_size)
+            for _ in range(8):
+                r = (torch.rand(len(todo), generator=generator, dtype=torch.float64) * ends[-1]).long()
+                env = torch.searchsorted(ends, r, right=True)
+                t = lo[env] + r - (ends[env] - (hi[env] - lo[env] + 1).clamp(min=0))
+                draw = env * self.per_env + t % self.per_env
+                ok = self.is_transition.view(-1)[draw]
+                flat[todo[ok]] = draw[ok]
+                todo = todo[~ok]
+                if len(todo) == 0:
+                    return flat
+            flat[todo] = self._rank_sample(len(todo), generator)
+            return flat
+        return self._rank_sample(batch_size, generator)
+
+    def _rank_sample(self, batch_size: int, generator: Optional[torch.Generator]) -> torch.Tensor:
+        """``sample_indices`` by rank among all valid slots (off the CPU, and the CPU's last resort)."""
         if self._cumsum is None:
             self._cumsum = self.valid().reshape(-1).cumsum(0)
         total = self._cumsum[-1]

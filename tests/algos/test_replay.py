@@ -151,11 +151,17 @@ def test_n_step_returns_equal_the_reference_chained_by_hand(n_step, async_batche
     assert dones > 0 and discounts > 0, (dones, discounts)  # both ways of ending early were exercised
 
 
-def test_samples_come_uniformly_from_the_valid_transitions():
+@pytest.mark.parametrize("path", ["windows", "rank"])
+def test_samples_come_uniformly_from_the_valid_transitions(path):
+    # "windows": the CPU's draw from each env's window of stream times, reset steps redrawn; "rank": the rank-th
+    # valid slot (other devices, and the CPU's last resort)
     rb, reference, counts = run_streams(4, 32, 200, 4, seed=7)
     valid = rb.valid().reshape(-1)
+    lo, hi = rb._windows()
+    assert int((hi - lo + 1).clamp(min=0).sum()) > int(valid.sum())  # reset steps in the windows: some redraws
     g = torch.Generator().manual_seed(0)
-    flat = torch.cat([rb.sample_indices(100, generator=g) for _ in range(2000)])
+    draw = rb.sample_indices if path == "windows" else rb._rank_sample
+    flat = torch.cat([draw(100, generator=g) for _ in range(2000)])
     assert valid[flat].all()
     hits = torch.bincount(flat, minlength=valid.numel())[valid].float()
     assert (hits > 0).all()  # every valid transition can be drawn
