@@ -172,7 +172,8 @@ def option_blocks(help_text):
     blocks, current = {}, None
     for line in help_text.splitlines():
         body = line.strip("│╭╮╰╯─ ").strip()
-        match = re.match(r"(--[a-z0-9-]+)", body)
+        # an option starts at the box's edge; its help's lines (which may begin with another flag) are indented
+        match = re.match(r"\s{0,2}(--[a-z0-9-]+)", line.lstrip("│"))
         if match:
             current = match.group(1)
             blocks[current] = body
