@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from rlfast.algos.flags import Flags, bounded
-from rlfast.algos.ppo import PPOLoss, ppo_loss
+from rlfast.algos.ppo import PPOLoss, ppo_loss, weighted_mean
 from rlfast.algos.vtrace import vtrace
 
 
@@ -112,7 +112,7 @@ class APPOArgs(Flags):
 
 def taken_logprobs(agent: nn.Module, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
     """The log-probabilities [k * T] of the actions trajectories ``batch`` took, under ``agent``'s weights now."""
-    k, T = batch["actions"].shape[:2]
+    T = batch["actions"].shape[1]
     with torch.no_grad():
         return agent.get_action_and_value(batch["obs"][:, :T].flatten(0, 1), batch["actions"].flatten())[1]
 
@@ -121,8 +121,7 @@ def update_kl(agent: nn.Module, probe: Mapping[str, torch.Tensor], reference: to
     """PPO's approx KL, ``(ratio - 1) - log ratio`` over the ``probe`` trajectories' steps (reset steps left out),
     from the policy that gave ``reference`` (``taken_logprobs`` then) to ``agent``'s now: a scalar tensor."""
     logratio = taken_logprobs(agent, probe) - reference
-    weights = (~probe["reset"]).float().flatten()
-    return (((logratio.exp() - 1) - logratio) * weights).sum() / weights.sum().clamp(min=1.0)
+    return weighted_mean((logratio.exp() - 1) - logratio, (~probe["reset"]).float().flatten())
 
 
 def appo_loss(agent: nn.Module, args: APPOArgs, batch: Mapping[str, torch.Tensor]) -> PPOLoss:

@@ -228,7 +228,8 @@ class ReplayBuffer:
             raise ValueError(f"cannot sample {batch_size} transitions: the buffer holds at most {len(self)}")
         if self.device.type == "cpu":
             lo, hi = self._windows()
-            ends = (hi - lo + 1).clamp(min=0).cumsum(0)  # [N]
+            widths = (hi - lo + 1).clamp(min=0)
+            ends = widths.cumsum(0)  # [N]: each env's window ends here in the envs' windows laid end to end
             if int(ends[-1]) == 0:
                 raise ValueError(f"cannot sample {batch_size} transitions: none is held whole yet")
             flat = torch.empty(batch_size, dtype=torch.long)
@@ -236,7 +237,7 @@ class ReplayBuffer:
             for _ in range(8):
                 r = (torch.rand(len(todo), generator=generator, dtype=torch.float64) * ends[-1]).long()
                 env = torch.searchsorted(ends, r, right=True)
-                t = lo[env] + r - (ends[env] - (hi[env] - lo[env] + 1).clamp(min=0))
+                t = lo[env] + r - (ends[env] - widths[env])
                 draw = env * self.per_env + t % self.per_env
                 ok = self.is_transition.view(-1)[draw]
                 flat[todo[ok]] = draw[ok]
