@@ -2,15 +2,15 @@
 
 from typing import Any, Optional
 
-from rlfast.envpool import EnvError, EnvPool, PoolStateError, list_envs, task_family
+from rlfast.envpool import EnvError, EnvPool, PoolStateError, is_python_task, list_envs, task_family
 from rlfast.frame_stack import FrameStack
 from rlfast.gym_adapter import GymnasiumVectorEnv
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "EnvError", "EnvPool", "FrameStack", "GymnasiumVectorEnv", "PoolStateError", "list_envs", "make", "make_gymnasium",
-    "task_family",
+    "EnvError", "EnvPool", "FrameStack", "GymnasiumVectorEnv", "PoolStateError", "list_envs", "make", "make_from",
+    "make_gymnasium", "task_family",
 ]
 
 
@@ -29,8 +29,24 @@ def make(
     ``autoreset_mode`` ("next_step" | "same_step"), ``thread_affinity_offset``,
     ``work_in_recv`` (recv() steps envs on the calling thread while it waits; see EnvPool),
     ``pin_memory``, and the env's own options (e.g. ``sutton_barto_reward``).
+
+    A gymnasium id that is not an engine task (``"my_pkg:MyEnv-v0"``, or any registered id such as
+    ``"LunarLander-v3"``) makes a ``ProcessEnvPool``: ``gymnasium.make(task_id, **kwargs)`` in
+    ``num_threads`` worker processes (default: one per core); see ``rlfast/procpool.py``.
     """
+    if is_python_task(task_id):
+        from rlfast.procpool import make_gymnasium as make_python
+
+        return make_python(task_id, num_envs, batch_size=batch_size, num_workers=num_threads, seed=seed, **kwargs)
     return EnvPool(task_id, num_envs, batch_size=batch_size, num_threads=num_threads, seed=seed, **kwargs)
+
+
+def make_from(env_fn: Any, num_envs: int, **kwargs: Any) -> EnvPool:
+    """A pool of Python envs ``env_fn(**env_kwargs_per_env[i])`` run by worker processes (``rlfast/procpool.py``,
+    ``make_from``): the same ``send``/``recv`` as any pool."""
+    from rlfast.procpool import make_from as make_python
+
+    return make_python(env_fn, num_envs, **kwargs)
 
 
 def make_gymnasium(task_id: str, num_envs: int, seed: int = 0, **kwargs: Any) -> GymnasiumVectorEnv:

@@ -103,11 +103,24 @@ def check_task_id(task_id: str) -> None:
         return
     close = difflib.get_close_matches(task_id, known, n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-    raise ValueError(f"unknown task id {task_id!r}{hint} (rlfast.list_envs() lists them all)")
+    raise ValueError(f"unknown task id {task_id!r}{hint} (rlfast.list_envs() lists them all; a gymnasium id, or "
+                     "'module:Env-v0', runs as Python envs in worker processes)")
+
+
+def is_python_task(task_id: str) -> bool:
+    """Whether ``rlfast.make`` runs ``task_id`` as Python envs in worker processes (``rlfast/procpool.py``):
+    not a task of the engine, but a gymnasium id (registered, or ``"module:Env-v0"``, whose module
+    gymnasium imports first)."""
+    if not isinstance(task_id, str) or task_id in _C.list_tasks():
+        return False
+    return ":" in task_id or task_id in gym.registry
 
 
 def task_family(task_id: str) -> str:
-    """The family of a task id: "classic_control", "atari", "mujoco" (or "testing"); ValueError if unknown."""
+    """The family of a task id: "classic_control", "atari", "mujoco", "python" (a gymnasium id run in worker
+    processes; or "testing"); ValueError if unknown."""
+    if is_python_task(task_id):
+        return "python"
     check_task_id(task_id)
     return _C.task_family(task_id)
 
@@ -162,6 +175,61 @@ def _as_env_ids(x: ArrayLike, call: str) -> np.ndarray:
     return ids
 
 
+def pool_config(
+    num_envs: int,
+    batch_size: Optional[int] = None,
+    num_threads: Optional[int] = None,
+    seed: int = 0,
+    seeds: Optional[Sequence[int]] = None,
+    max_episode_steps: Optional[int] = None,
+    autoreset_mode: str = "next_step",
+    thread_affinity_offset: int = -1,
+    work_in_recv: bool = False,
+    pin_memory: Optional[bool] = None,
+) -> tuple[Any, bool]:
+    """The engine's PoolConfig from ``EnvPool``'s options, each checked (ValueError naming the bad value),
+    and whether the output ring is pinned."""
+    if autoreset_mode not in _AUTORESET_MODES:
+        raise ValueError(f"autoreset_mode must be one of {_AUTORESET_MODES}, got {autoreset_mode!r}")
+    num_envs = _int_arg("num_envs", num_envs, 1, INT32_MAX)
+    if batch_size is not None:
+        batch_size = _int_arg("batch_size", batch_size, 1, INT32_MAX)
+        if batch_size > num_envs:
+            raise ValueError(f"batch_size must be in [1, num_envs={num_envs}], got {batch_size}")
+    if num_threads is not None:
+        least, hint = (0, "") if work_in_recv else (1, " (or 0 with work_in_recv=True)")
+        num_threads = _int_arg("num_threads", num_threads, least, INT32_MAX, hint)
+    seed = _int_arg("seed", seed, 0, SEED_MAX)
+    if seeds is not None:
+        seeds = _seed_list("seeds", seeds, num_envs)
+    elif seed + num_envs - 1 > SEED_MAX:
+        raise ValueError(f"seed + env_id must stay below 2**64 (seed={seed}, num_envs={num_envs})")
+    if max_episode_steps is not None:
+        max_episode_steps = _int_arg("max_episode_steps", max_episode_steps, 1, INT32_MAX,
+                                     " (None: the env's default)")
+    thread_affinity_offset = _int_arg("thread_affinity_offset", thread_affinity_offset, -1, INT32_MAX,
+                                      " (-1: no pinning)")
+    if not isinstance(work_in_recv, (bool, np.bool_)):
+        raise ValueError(f"work_in_recv must be a bool, got {work_in_recv!r}")
+    if pin_memory is None:
+        pin_memory = torch.cuda.is_available()
+    elif not isinstance(pin_memory, (bool, np.bool_)):
+        raise ValueError(f"pin_memory must be a bool or None, got {pin_memory!r}")
+    elif pin_memory and not torch.cuda.is_available():
+        raise ValueError("pin_memory=True needs CUDA, and torch.cuda.is_available() is False")
+    config = _C.PoolConfig()
+    config.num_envs = num_envs
+    config.batch_size = batch_size or 0
+    config.num_threads = -1 if num_threads is None else num_threads
+    config.work_in_recv = bool(work_in_recv)
+    config.seed = seed
+    config.seeds = seeds or []
+    config.max_episode_steps = max_episode_steps or 0
+    config.same_step_autoreset = autoreset_mode == "same_step"
+    config.thread_affinity_offset = thread_affinity_offset
+    return config, bool(pin_memory)
+
+
 class EnvPool:
     """A batch of ``num_envs`` C++ environments stepped by ``num_threads`` worker threads.
 
@@ -192,48 +260,15 @@ class EnvPool:
         **env_kwargs: Any,
     ) -> None:
         check_task_id(task_id)
-        if autoreset_mode not in _AUTORESET_MODES:
-            raise ValueError(f"autoreset_mode must be one of {_AUTORESET_MODES}, got {autoreset_mode!r}")
-        num_envs = _int_arg("num_envs", num_envs, 1, INT32_MAX)
-        if batch_size is not None:
-            batch_size = _int_arg("batch_size", batch_size, 1, INT32_MAX)
-            if batch_size > num_envs:
-                raise ValueError(f"batch_size must be in [1, num_envs={num_envs}], got {batch_size}")
-        if num_threads is not None:
-            least, hint = (0, "") if work_in_recv else (1, " (or 0 with work_in_recv=True)")
-            num_threads = _int_arg("num_threads", num_threads, least, INT32_MAX, hint)
-        seed = _int_arg("seed", seed, 0, SEED_MAX)
-        if seeds is not None:
-            seeds = _seed_list("seeds", seeds, num_envs)
-        elif seed + num_envs - 1 > SEED_MAX:
-            raise ValueError(f"seed + env_id must stay below 2**64 (seed={seed}, num_envs={num_envs})")
-        if max_episode_steps is not None:
-            max_episode_steps = _int_arg("max_episode_steps", max_episode_steps, 1, INT32_MAX,
-                                         " (None: the env's default)")
-        thread_affinity_offset = _int_arg("thread_affinity_offset", thread_affinity_offset, -1, INT32_MAX,
-                                          " (-1: no pinning)")
-        if not isinstance(work_in_recv, (bool, np.bool_)):
-            raise ValueError(f"work_in_recv must be a bool, got {work_in_recv!r}")
-        if pin_memory is None:
-            pin_memory = torch.cuda.is_available()
-        elif not isinstance(pin_memory, (bool, np.bool_)):
-            raise ValueError(f"pin_memory must be a bool or None, got {pin_memory!r}")
-        elif pin_memory and not torch.cuda.is_available():
-            raise ValueError("pin_memory=True needs CUDA, and torch.cuda.is_available() is False")
-        config = _C.PoolConfig()
-        config.num_envs = num_envs
-        config.batch_size = batch_size or 0
-        config.num_threads = -1 if num_threads is None else num_threads
-        config.work_in_recv = bool(work_in_recv)
-        config.seed = seed
-        config.seeds = seeds or []
-        config.max_episode_steps = max_episode_steps or 0
-        config.same_step_autoreset = autoreset_mode == "same_step"
-        config.thread_affinity_offset = thread_affinity_offset
+        config, pin_memory = pool_config(num_envs, batch_size, num_threads, seed, seeds, max_episode_steps,
+                                         autoreset_mode, thread_affinity_offset, work_in_recv, pin_memory)
         if _C.task_family(task_id) == "mujoco":
             env_kwargs = _mujoco.resolve_xml_file(_C.task_defaults(task_id), env_kwargs)
-        self._pool = _C.Pool(task_id, config, dict(env_kwargs))
+        self._setup(_C.Pool(task_id, config, dict(env_kwargs)), task_id, env_kwargs, autoreset_mode, pin_memory)
 
+    def _setup(self, pool: Any, task_id: str, env_kwargs: dict, autoreset_mode: str, pin_memory: bool) -> None:
+        """Takes over a built ``_C`` pool: its spaces, and the output ring allocated here and attached."""
+        self._pool = pool
         self.task_id = task_id
         self.env_kwargs = dict(env_kwargs)
         self.autoreset_mode = autoreset_mode

@@ -52,7 +52,11 @@ class EnvPool : public Pool {
 
  protected:
   void BuildEnv(int env_id) override {
-    envs_[env_id] = std::make_unique<Env>(env_config_, SeedFor(env_id));
+    if constexpr (std::is_constructible_v<Env, const Config&, uint64_t, int>) {
+      envs_[env_id] = std::make_unique<Env>(env_config_, SeedFor(env_id), env_id);  // a proxy
+    } else {
+      envs_[env_id] = std::make_unique<Env>(env_config_, SeedFor(env_id));
+    }
   }
 
   void CheckInfoLayout() const override {

@@ -51,6 +51,11 @@ bool VisitActionType(DType dtype, const F& f) {
   }
 }
 
+/// Element k's bound from a spec's low/high list (empty: `none`; one value: everywhere).
+double Bound(const std::vector<double>& bounds, std::size_t k, double none) {
+  return bounds.empty() ? none : bounds[bounds.size() == 1 ? 0 : k];
+}
+
 bool IsIntegerType(DType t) { return t == DType::kUInt8 || t == DType::kInt32 || t == DType::kInt64; }
 
 /// Bookkeeping per env besides the env itself: action row, queue items, flags, the
@@ -320,6 +325,12 @@ void Pool::Send(const ActionArray& a, const int32_t* env_ids, int64_t n) {
   Enqueue(env_ids, n, false);
 }
 
+bool Pool::IntegerInRange(double x, int64_t k) const {
+  const auto e = static_cast<std::size_t>(k);
+  return x == std::floor(x) && x >= Bound(spec_.action.low, e, -kInf) &&
+         x <= Bound(spec_.action.high, e, kInf);
+}
+
 void Pool::CheckActions(const ActionArray& a, const int32_t* env_ids, int64_t n) const {
   if (a.n != n) {
     throw BadValue("got actions for " + std::to_string(a.n) + " envs but sending to " +
@@ -354,6 +365,15 @@ void Pool::CheckActions(const ActionArray& a, const int32_t* env_ids, int64_t n)
                          std::to_string(spec_.num_actions) + " actions (0.." +
                          std::to_string(spec_.num_actions - 1) + ")");
         }
+      } else if (spec_.integer_actions && !IntegerInRange(static_cast<double>(v[i]), i % a.row_size)) {
+        const int64_t row = i / a.row_size;
+        const std::size_t k = static_cast<std::size_t>(i % a.row_size);
+        std::ostringstream msg;
+        msg << "action for env " << (env_ids == nullptr ? row : env_ids[row]) << " (row " << row
+            << ", element " << k << ") is " << static_cast<double>(v[i]) << "; " << task_id_
+            << " takes whole numbers in [" << Bound(spec_.action.low, k, -kInf) << ", "
+            << Bound(spec_.action.high, k, kInf) << "] there";
+        throw BadValue(msg.str());
       } else if (!(std::fabs(static_cast<double>(v[i])) <= std::numeric_limits<float>::max())) {
         // NaN fails the comparison too; float64 values beyond float32 would become inf.
         const int64_t row = i / a.row_size;

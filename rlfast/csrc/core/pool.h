@@ -213,6 +213,8 @@ class Pool {
   /// Send's validation: count, shape, dtype and every value (discrete: in range;
   /// continuous: finite and within float32). Throws std::invalid_argument naming the value.
   void CheckActions(const ActionArray& a, const int32_t* env_ids, int64_t n) const;
+  /// Whether `x` is a whole number within element k's action bounds (integer_actions).
+  bool IntegerInRange(double x, int64_t k) const;
   /// Send's copy of validated actions into the per-env action store (as int32 / float32).
   void StoreActions(const ActionArray& a, const int32_t* env_ids);
   void Enqueue(const int32_t* env_ids, int64_t n, bool reset, bool peek = false);

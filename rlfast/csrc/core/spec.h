@@ -84,6 +84,9 @@ struct EnvSpec {
   /// `action.shape` with `action.low`/`action.high`.
   int64_t num_actions = 0;
   ArraySpec action;
+  /// Box actions that must be whole numbers within [action.low, action.high] element by
+  /// element (a gymnasium MultiDiscrete, sent as float32 rows).
+  bool integer_actions = false;
   /// Env-specific per-step outputs (e.g. Atari lives, MuJoCo reward terms), written by the
   /// env's VisitInfo into the slot, in this order.
   std::vector<ArraySpec> info;

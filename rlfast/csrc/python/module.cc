@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "rlfast/csrc/core/pool.h"
@@ -80,7 +81,10 @@ class PyPool {
   /// Validates everything and sizes the pool with the GIL held (options are Python
   /// objects), then builds the envs in parallel with the GIL released; Ctrl-C stops it.
   PyPool(const std::string& task_id, const core::PoolConfig& config, const py::dict& kwargs)
-      : pool_(Lookup(task_id).make(config, kwargs)) {
+      : PyPool(Lookup(task_id).make(config, kwargs)) {}
+
+  /// A pool made elsewhere (the proxies of Python envs: MakeRemotePool).
+  explicit PyPool(std::unique_ptr<core::Pool> pool) : pool_(std::move(pool)) {
     py::gil_scoped_release release;
     pool_->BuildEnvs(CheckSignals);
   }
@@ -298,6 +302,13 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("closed", [](PyPool& p) { return p.pool().closed(); })
       .def_property_readonly("config", [](PyPool& p) { return p.pool().config(); })
       .def_property_readonly("spec", [](PyPool& p) { return SpecDict(p.pool().spec()); });
+
+  BindSharedChannel(m);
+  m.def("make_remote_pool",
+        [](const std::string& task_id, const core::PoolConfig& config,
+           std::shared_ptr<core::SharedChannel> channel, const py::dict& spec) {
+          return std::make_unique<PyPool>(MakeRemotePool(task_id, config, std::move(channel), spec));
+        });
 }
 
 }  // namespace rlfast::python

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "rlfast/csrc/core/env_pool.h"
+#include "rlfast/csrc/core/shared_channel.h"
 
 namespace rlfast::python {
 
@@ -103,6 +104,15 @@ void RegisterEnv(Registry* registry, const std::string& task_id, const std::stri
   };
   (*registry)[task_id] = std::move(entry);
 }
+
+/// The pool of proxy envs whose Python envs run in the worker processes behind `channel`
+/// (rlfast/procpool.py); `spec` is the dict of core::EnvSpec the Python side derived from
+/// the env's spaces (obs, num_actions, action, integer_actions). Defined in remote.cc.
+std::unique_ptr<core::Pool> MakeRemotePool(const std::string& task_id, const core::PoolConfig& config,
+                                           std::shared_ptr<core::SharedChannel> channel,
+                                           const py::dict& spec);
+/// Binds core::SharedChannel as _C.SharedChannel (remote.cc).
+void BindSharedChannel(py::module_& m);
 
 void RegisterClassicControl(Registry* registry);
 void RegisterAtari(Registry* registry);

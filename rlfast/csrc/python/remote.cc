@@ -1,0 +1,102 @@
+// Copyright rlfast authors.
+// Python envs in the pool: the shared channel's binding (used by both the main process and
+// the worker processes of rlfast/procpool.py) and the pool of proxy envs.
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "rlfast/csrc/core/env_pool.h"
+#include "rlfast/csrc/core/shared_channel.h"
+#include "rlfast/csrc/envs/python/remote_env.h"
+#include "rlfast/csrc/python/registry.h"
+
+namespace rlfast::python {
+namespace {
+
+core::DType DTypeFromName(const std::string& name) {
+  for (core::DType t : {core::DType::kUInt8, core::DType::kBool, core::DType::kInt32, core::DType::kInt64,
+                        core::DType::kFloat32, core::DType::kFloat64}) {
+    if (name == core::DTypeName(t)) return t;
+  }
+  throw py::value_error("the engine has no dtype '" + name + "'");
+}
+
+core::ArraySpec ArrayFromDict(const py::dict& d, const std::string& name) {
+  core::ArraySpec a;
+  a.name = name;
+  a.dtype = DTypeFromName(d["dtype"].cast<std::string>());
+  a.shape = d["shape"].cast<std::vector<int64_t>>();
+  a.low = d["low"].cast<std::vector<double>>();
+  a.high = d["high"].cast<std::vector<double>>();
+  return a;
+}
+
+core::SharedLayout MakeLayout(int num_envs, int num_workers, int64_t obs_bytes, int64_t action_bytes) {
+  if (num_envs < 1 || num_workers < 1 || num_workers > num_envs || obs_bytes < 0 || action_bytes < 0) {
+    throw py::value_error("bad shared layout: " + std::to_string(num_envs) + " envs, " +
+                          std::to_string(num_workers) + " workers");
+  }
+  core::SharedLayout l;
+  l.num_envs = num_envs;
+  l.num_workers = num_workers;
+  l.obs_bytes = obs_bytes;
+  l.action_bytes = action_bytes;
+  return l;
+}
+
+}  // namespace
+
+std::unique_ptr<core::Pool> MakeRemotePool(const std::string& task_id, const core::PoolConfig& config,
+                                           std::shared_ptr<core::SharedChannel> channel,
+                                           const py::dict& spec) {
+  envs::python::RemoteConfig rc;
+  rc.channel = std::move(channel);
+  rc.spec.obs = ArrayFromDict(spec["obs"].cast<py::dict>(), "obs");
+  rc.spec.num_actions = spec["num_actions"].cast<int64_t>();
+  rc.spec.action = ArrayFromDict(spec["action"].cast<py::dict>(), "action");
+  rc.spec.integer_actions = spec["integer_actions"].cast<bool>();
+  rc.spec.env_bytes = 2 * rc.channel->layout().obs_bytes;
+  if (rc.spec.obs.NumBytes() != static_cast<std::size_t>(rc.channel->layout().obs_bytes)) {
+    throw py::value_error("the obs spec does not match the shared layout");
+  }
+  if (rc.spec.IsDiscrete()) {
+    return std::make_unique<core::EnvPool<envs::python::RemoteEnv<int32_t>>>(task_id, config, rc);
+  }
+  return std::make_unique<core::EnvPool<envs::python::RemoteEnv<float>>>(task_id, config, rc);
+}
+
+void BindSharedChannel(py::module_& m) {
+  using core::SharedChannel;
+  py::class_<SharedChannel, std::shared_ptr<SharedChannel>>(m, "SharedChannel")
+      .def(py::init([](uintptr_t address, int num_envs, int num_workers, int64_t obs_bytes,
+                       int64_t action_bytes) {
+             return std::make_shared<SharedChannel>(reinterpret_cast<void*>(address),
+                                                    MakeLayout(num_envs, num_workers, obs_bytes, action_bytes));
+           }),
+           py::arg("address"), py::arg("num_envs"), py::arg("num_workers"), py::arg("obs_bytes"),
+           py::arg("action_bytes"))
+      .def_static("total_bytes",
+                  [](int num_envs, int num_workers, int64_t obs_bytes, int64_t action_bytes) {
+                    return MakeLayout(num_envs, num_workers, obs_bytes, action_bytes).TotalBytes();
+                  })
+      .def("init", [](SharedChannel& c) { c.Init(getpid()); })
+      .def("set_worker_pid", &SharedChannel::SetWorkerPid)
+      .def("close", &SharedChannel::Close)
+      .def("destroy", &SharedChannel::Destroy)
+      .def_property_readonly("closing", &SharedChannel::closing)
+      .def("envs_of", [](const SharedChannel& c, int w) { return c.layout().EnvsOf(w); })
+      .def("obs_offset", [](const SharedChannel& c, int e) { return c.layout().ObsOffset(e); })
+      .def("action_offset", [](const SharedChannel& c, int e) { return c.layout().ActionOffset(e); })
+      .def("next",
+           [](SharedChannel& c, int w) {
+             py::gil_scoped_release release;
+             return c.Next(w);
+           })
+      .def("answer", &SharedChannel::Answer)
+      .def("fail", &SharedChannel::Fail);
+}
+
+}  // namespace rlfast::python

@@ -1,0 +1,350 @@
+"""Python (gymnasium 1.x) environments in the engine's pool, run by worker processes.
+
+    pool = rlfast.make("my_pkg:MyEnv-v0", num_envs=64, batch_size=32)       # any gymnasium id
+    pool = rlfast.make_from(lambda: MyEnv(level=3), num_envs=64)          # any env factory
+
+Data path of one step: ``send`` stores each env's action in the engine as for a C++ env; a pool
+thread takes the env's step and hands it to the env's proxy (``rlfast/csrc/envs/python/remote_env.h``),
+which writes the action into the env's slot of a shared-memory segment, queues the env with its
+worker process and waits; the worker (``_worker_loop`` below, one process per core by default, several
+envs each) steps the gymnasium env, writes its observation into the slot in place and answers; the
+proxy copies that observation into the pool's output ring and the pool does the rest. So send/recv,
+sync and async batches, ``env_id``, both autoreset modes, episode statistics, errors and ``close()``
+are the pool's own: an env raising surfaces at ``recv`` as ``rlfast.EnvError`` with its traceback; a
+worker process dying is an ``EnvError`` naming the worker and its envs, never a hang.
+
+Spaces: observations Box (uint8, bool, int32, int64, float32, float64), Discrete (int64 scalars) or
+MultiDiscrete (int64); actions Discrete (indices 0..n-1, the env's ``start`` added in the worker), Box
+(float32 or float64 rows) or MultiDiscrete (whole numbers, sent as float rows). Dict and Tuple spaces are
+refused with a message (flatten them with ``gymnasium.wrappers.FlattenObservation``). ``info`` dicts stay
+in the workers (the pool reports ``episode_return``/``episode_length`` itself).
+
+Seeding follows gymnasium: env i's first reset (and the first after ``seed``) is ``reset(seed=seed + i)``,
+later ones continue its own generator. Workers start with ``fork`` by default (env factories need not
+be picklable); ``context="spawn"`` pickles them with cloudpickle (gymnasium's own dependency).
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import mmap
+import multiprocessing as mp
+import os
+import signal
+import time
+import traceback
+from multiprocessing import shared_memory
+from typing import Any, Callable, Optional, Sequence
+
+import cloudpickle
+import gymnasium as gym
+import numpy as np
+
+from rlfast.envpool import _C, EnvPool, pool_config
+
+_ENGINE_DTYPES = ("uint8", "bool", "int32", "int64", "float32", "float64")
+STARTUP_TIMEOUT = 300.0
+"""seconds a worker may take to build its envs and report their spaces"""
+
+
+def _obs_layout(space: gym.Space) -> tuple[np.dtype, tuple[int, ...]]:
+    """(dtype, shape) of one observation in the pool's tensors; ValueError for what cannot go there."""
+    if isinstance(space, gym.spaces.Discrete):
+        return np.dtype(np.int64), ()
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return np.dtype(np.int64), tuple(space.shape)
+    if isinstance(space, gym.spaces.Box):
+        if space.dtype.name not in _ENGINE_DTYPES:
+            raise ValueError(f"observation space {space} has dtype {space.dtype}; the pool holds "
+                             f"{', '.join(_ENGINE_DTYPES)} (convert with gymnasium.wrappers.DtypeObservation)")
+        return space.dtype, tuple(space.shape)
+    hint = " (flatten it with gymnasium.wrappers.FlattenObservation)" if isinstance(
+        space, (gym.spaces.Dict, gym.spaces.Tuple)) else ""  # fmt: skip
+    raise ValueError(f"observation space {space} is not supported: Box, Discrete or MultiDiscrete{hint}")
+
+
+def _action_spec(space: gym.Space) -> dict:
+    """The engine's action spec of ``space``: Discrete -> n int32 actions, Box -> float32 rows, MultiDiscrete
+    -> float32 rows of whole numbers in [start, start + nvec - 1]."""
+    if isinstance(space, gym.spaces.Discrete):
+        return {"num_actions": int(space.n), "integer_actions": False,
+                "action": {"dtype": "int32", "shape": (), "low": [], "high": []}}  # fmt: skip
+    if isinstance(space, gym.spaces.Box) and np.issubdtype(space.dtype, np.floating):
+        return {"num_actions": 0, "integer_actions": False,
+                "action": {"dtype": "float32", "shape": tuple(space.shape), "low": space.low.ravel().tolist(),
+                           "high": space.high.ravel().tolist()}}  # fmt: skip
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        start = np.broadcast_to(space.start, space.shape).astype(np.float64)
+        return {"num_actions": 0, "integer_actions": True,
+                "action": {"dtype": "float32", "shape": tuple(space.shape), "low": start.ravel().tolist(),
+                           "high": (start + space.nvec - 1).ravel().tolist()}}  # fmt: skip
+    raise ValueError(f"action space {space} is not supported: Discrete, a float Box or MultiDiscrete")
+
+
+def _action_reader(space: gym.Space, view: np.ndarray) -> Callable[[], Any]:
+    """A function that reads the action the engine wrote into ``view`` as ``space`` wants it."""
+    if isinstance(space, gym.spaces.Discrete):
+        start = int(space.start)
+        return lambda: int(view[()]) + start
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return lambda: view.astype(space.dtype)
+    return lambda: view.astype(space.dtype)  # a copy: the env may keep it
+
+
+def _worker_main(index: int, env_fns: bytes, conn: Any) -> None:
+    """A worker process: builds its envs, reports their spaces, attaches to the segment, serves steps."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
+    envs = []
+    try:
+        envs = [fn() for fn in cloudpickle.loads(env_fns)]
+        spaces = [(e.observation_space, e.action_space) for e in envs]
+        if any(s != spaces[0] for s in spaces):
+            raise ValueError(f"worker {index}'s envs have different spaces: {spaces}")
+        conn.send(("spaces", spaces[0]))
+        message = conn.recv()
+        if message[0] != "attach":
+            return
+        _worker_loop(index, envs, *message[1:])
+    except (EOFError, BrokenPipeError, KeyboardInterrupt):
+        pass
+    except BaseException:
+        try:
+            conn.send(("error", traceback.format_exc()))
+        except (BrokenPipeError, OSError):
+            pass
+    finally:
+        for e in envs:
+            try:
+                e.close()
+            except Exception:
+                pass
+
+
+def _worker_loop(index: int, envs: list, shm_name: str, size: int, layout: tuple, first: int) -> None:
+    """Serves worker ``index``'s envs (global ids ``first`` ...) until the pool closes."""
+    fd = os.open(f"/dev/shm/{shm_name.lstrip('/')}", os.O_RDWR)
+    try:
+        region = mmap.mmap(fd, size)
+    finally:
+        os.close(fd)
+    memory = np.frombuffer(region, np.uint8)
+    channel = _C.SharedChannel(memory.ctypes.data, *layout)
+    obs_space, action_space = envs[0].observation_space, envs[0].action_space
+    obs_dtype, obs_shape = _obs_layout(obs_space)
+    spec = _action_spec(action_space)
+    act_dtype = np.int32 if spec["num_actions"] else np.float32
+    act_shape = spec["action"]["shape"]
+    obs_views, readers = {}, {}
+    for i, env in enumerate(envs):
+        e = first + i
+        obs_views[e] = np.ndarray(obs_shape, obs_dtype, buffer=region, offset=channel.obs_offset(e))
+        act = np.ndarray(act_shape, act_dtype, buffer=region, offset=channel.action_offset(e))
+        readers[e] = (env, _action_reader(action_space, act))
+    reset = 1
+    while True:
+        e, kind, seed = channel.next(index)
+        if e < 0:
+            break
+        env, read = readers[e]
+        try:
+            if kind == reset:
+                obs, _ = env.reset(seed=None if seed < 0 else seed)
+                reward, terminated, truncated = 0.0, False, False
+            else:
+                obs, reward, terminated, truncated, _ = env.step(read())
+            obs_views[e][...] = obs
+            channel.answer(e, float(reward), bool(terminated), bool(truncated))
+        except Exception:
+            channel.fail(e, f"{type(env.unwrapped).__name__} in worker process {index} (pid {os.getpid()}):\n"
+                            f"{traceback.format_exc()}")  # fmt: skip
+    del memory, obs_views, readers, channel
+
+
+class ProcessEnvPool(EnvPool):
+    """An ``EnvPool`` of Python envs: ``env_fns[i]()`` makes env i in one of ``num_workers`` worker
+    processes (default: one per core, at most one per env), envs spread over them in contiguous runs.
+    Everything else (``send``/``recv``, ``step``, ``reset``, ``seed``, ``close``) is ``EnvPool``'s.
+
+    ``observation_space``/``action_space`` are the env's own (``single_*``); the tensors hold Discrete
+    observations as int64 and Discrete actions are indices 0..n-1."""
+
+    def __init__(
+        self,
+        env_fns: Sequence[Callable[[], gym.Env]],
+        task_id: str = "python",
+        batch_size: Optional[int] = None,
+        num_workers: Optional[int] = None,
+        seed: int = 0,
+        seeds: Optional[Sequence[int]] = None,
+        max_episode_steps: Optional[int] = None,
+        autoreset_mode: str = "next_step",
+        pin_memory: Optional[bool] = None,
+        context: str = "fork",
+    ) -> None:
+        self._procs: list = []
+        self._shm: Optional[shared_memory.SharedMemory] = None
+        self._memory: Optional[np.ndarray] = None
+        self._channel: Any = None
+        num_envs = len(env_fns)
+        if num_envs < 1:
+            raise ValueError("a pool needs at least one env")
+        cores = len(os.sched_getaffinity(0))
+        if num_workers is None:
+            num_workers = min(cores, num_envs)
+        elif isinstance(num_workers, bool) or not isinstance(num_workers, int) or not 1 <= num_workers <= num_envs:
+            raise ValueError(f"num_workers must be an int in [1, num_envs={num_envs}], got {num_workers!r}")
+        if context not in mp.get_all_start_methods():
+            raise ValueError(f"context must be one of {mp.get_all_start_methods()}, got {context!r}")
+        # One pool thread per env: each waits on its env's worker while the env steps.
+        config, pin_memory = pool_config(num_envs, batch_size, num_envs, seed, seeds, max_episode_steps,
+                                         autoreset_mode, -1, False, pin_memory)  # fmt: skip
+        self.num_workers = num_workers
+        try:
+            obs_space, action_space = self._start_workers(env_fns, num_workers, mp.get_context(context))
+            obs_dtype, obs_shape = _obs_layout(obs_space)
+            spec = _action_spec(action_space)
+            spec["obs"] = {"dtype": obs_dtype.name, "shape": obs_shape, "low": [], "high": []}
+            obs_bytes = obs_dtype.itemsize * math.prod(obs_shape)
+            act_bytes = 4 * max(1, math.prod(spec["action"]["shape"]))
+            layout = (num_envs, num_workers, obs_bytes, act_bytes)
+            size = _C.SharedChannel.total_bytes(*layout)
+            self._shm = shared_memory.SharedMemory(create=True, size=size)
+            self._memory = np.frombuffer(self._shm.buf, np.uint8)
+            self._channel = _C.SharedChannel(self._memory.ctypes.data, *layout)
+            self._channel.init()
+            for w, (proc, conn) in enumerate(self._procs):
+                self._channel.set_worker_pid(w, proc.pid)
+                conn.send(("attach", self._shm.name, size, layout, self._channel.envs_of(w)[0]))
+            pool = _C.make_remote_pool(task_id, config, self._channel, spec)
+            self._setup(pool, task_id, {}, autoreset_mode, pin_memory)
+        except BaseException:
+            self._stop_workers()
+            raise
+        self.single_observation_space = obs_space
+        self.single_action_space = (gym.spaces.Discrete(action_space.n) if isinstance(action_space, gym.spaces.Discrete)
+                                    else action_space)  # fmt: skip
+
+    def _start_workers(self, env_fns: Sequence[Callable], num_workers: int, ctx: Any) -> tuple[gym.Space, gym.Space]:
+        """Starts the workers and returns the envs' (observation, action) spaces, the same in every worker."""
+        n = len(env_fns)
+        base, extra = divmod(n, num_workers)
+        start = 0
+        for w in range(num_workers):
+            count = base + (1 if w < extra else 0)
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(target=_worker_main, args=(w, cloudpickle.dumps(list(env_fns[start : start + count])),
+                                                          child), daemon=True, name=f"rlfast-env-worker-{w}")  # fmt: skip
+            proc.start()
+            child.close()
+            self._procs.append((proc, parent))
+            start += count
+        spaces = []
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        for w, (proc, conn) in enumerate(self._procs):
+            while not conn.poll(0.05):
+                if not proc.is_alive():
+                    raise RuntimeError(f"env worker process {w} (pid {proc.pid}) died while building its envs "
+                                       f"(exit code {proc.exitcode})")  # fmt: skip
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"env worker process {w} did not build its envs in {STARTUP_TIMEOUT:.0f} s")
+            kind, value = conn.recv()
+            if kind == "error":
+                raise RuntimeError(f"env worker process {w} failed to build its envs:\n{value}")
+            spaces.append(value)
+        for w, s in enumerate(spaces):
+            if s != spaces[0]:
+                raise ValueError(f"envs have different spaces: worker 0 {spaces[0]}, worker {w} {s}")
+        return spaces[0]
+
+    def close(self) -> None:
+        """Stops the pool threads, then the worker processes, then frees the shared segment. Idempotent;
+        never hangs (a worker that does not stop within a second is killed)."""
+        if self._channel is not None:
+            self._channel.close()  # wakes every waiting proxy and worker
+        if getattr(self, "_pool", None) is not None:
+            self._pool.close()
+        self._stop_workers()
+
+    def _stop_workers(self) -> None:
+        if self._channel is not None:
+            self._channel.close()
+        for _, conn in self._procs:
+            try:
+                conn.close()
+            except OSError:
+                pass
+        deadline = time.monotonic() + 1.0
+        for proc, _ in self._procs:
+            proc.join(max(0.0, deadline - time.monotonic()))
+            if proc.is_alive():
+                proc.kill()
+                proc.join(1.0)
+        self._procs = []
+        if self._channel is not None:
+            self._channel.destroy()
+            self._channel = None
+        if self._shm is not None:
+            self._memory = None
+            self._shm.close()
+            self._shm.unlink()
+            self._shm = None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        mode = "sync" if self.is_sync else "async"
+        return (f"ProcessEnvPool({self.task_id!r}, num_envs={self.num_envs}, batch_size={self.batch_size}, "
+                f"num_workers={self.num_workers}, {mode})")  # fmt: skip
+
+
+def make_from(
+    env_fn: Callable[..., gym.Env],
+    num_envs: int,
+    env_kwargs_per_env: Optional[Sequence[dict]] = None,
+    task_id: Optional[str] = None,
+    **pool_kwargs: Any,
+) -> ProcessEnvPool:
+    """A pool of ``num_envs`` envs ``env_fn(**env_kwargs_per_env[i])`` (or ``env_fn()``) in worker processes.
+    ``pool_kwargs``: ``batch_size``, ``num_workers``, ``seed``, ``seeds``, ``max_episode_steps``,
+    ``autoreset_mode``, ``pin_memory``, ``context``."""
+    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+        raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
+    if env_kwargs_per_env is not None and len(env_kwargs_per_env) != num_envs:
+        raise ValueError(f"env_kwargs_per_env must have one dict per env ({num_envs}), got {len(env_kwargs_per_env)}")
+    kwargs = env_kwargs_per_env or [{}] * num_envs
+    fns = [_Bound(env_fn, k) for k in kwargs]
+    name = task_id or getattr(env_fn, "__name__", "python")
+    return ProcessEnvPool(fns, task_id=name, **pool_kwargs)
+
+
+def make_gymnasium(task_id: str, num_envs: int, **kwargs: Any) -> ProcessEnvPool:
+    """``rlfast.make`` for a gymnasium id (``"module:Env-v0"`` imports the module first): ``gymnasium.make(task_id,
+    **env_kwargs)`` in worker processes; pool options as ``make_from``'s."""
+    pool_keys = ("batch_size", "num_workers", "seed", "seeds", "max_episode_steps", "autoreset_mode", "pin_memory",
+                 "context")  # fmt: skip
+    pool_kwargs = {k: kwargs.pop(k) for k in pool_keys if k in kwargs}
+    try:
+        if ":" in task_id:  # gymnasium's "module:Env-v0": the module registers the env when imported
+            module, name = task_id.split(":", 1)
+            importlib.import_module(module)
+            gym.spec(name)
+        else:
+            gym.spec(task_id)
+    except (gym.error.Error, ImportError) as e:
+        raise ValueError(f"unknown task id {task_id!r}: not an rlfast task and not a gymnasium one ({e})") from e
+    return make_from(_Bound(gym.make, {"id": task_id, **kwargs}), num_envs, task_id=task_id, **pool_kwargs)
+
+
+class _Bound:
+    """``fn(**kwargs)`` as a picklable callable (cloudpickle takes ``fn`` by value where it must)."""
+
+    def __init__(self, fn: Callable[..., gym.Env], kwargs: dict) -> None:
+        self.fn, self.kwargs = fn, dict(kwargs)
+
+    def __call__(self) -> gym.Env:
+        return self.fn(**self.kwargs)
