@@ -138,7 +138,7 @@ def _space(spec: dict, discrete_n: int = 0) -> gym.Space:
         if np.issubdtype(dtype, np.integer):
             info = np.iinfo(dtype)
             arr = np.clip(arr, info.min, info.max)
-        return np.broadcast_to(arr.reshape(shape) if arr.size > 1 else arr, shape).astype(dtype)
+        return np.broadcast_to(arr.reshape(shape) if arr.size > 1 else arr.reshape(()), shape).astype(dtype)
 
     return gym.spaces.Box(bound(spec["low"], -np.inf), bound(spec["high"], np.inf), shape, dtype)
 

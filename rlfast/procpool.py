@@ -204,7 +204,8 @@ class ProcessEnvPool(EnvPool):
             obs_space, action_space = self._start_workers(env_fns, num_workers, mp.get_context(context))
             obs_dtype, obs_shape = _obs_layout(obs_space)
             spec = _action_spec(action_space)
-            spec["obs"] = {"dtype": obs_dtype.name, "shape": obs_shape, "low": [], "high": []}
+            # Bounds only shape the engine's own Box; the env's space replaces it below.
+            spec["obs"] = {"dtype": obs_dtype.name, "shape": obs_shape, "low": [0], "high": [0]}
             obs_bytes = obs_dtype.itemsize * math.prod(obs_shape)
             act_bytes = 4 * max(1, math.prod(spec["action"]["shape"]))
             layout = (num_envs, num_workers, obs_bytes, act_bytes)

@@ -31,7 +31,7 @@ from rlfast.algos.dqn import DQNArgs, ReplayRatio, epsilon_greedy, replay_buffer
 from rlfast.algos.episodes import Episodes
 from rlfast.algos.replay import ReplayBuffer
 from rlfast.algos.run import Run
-from rlfast.algos.runargs import RunArgs, usage_error
+from rlfast.algos.runargs import RunArgs, usage_error, vector_obs_size
 
 SCRIPT = "dqn.py"
 EVAL_EPSILON = 0.01
@@ -71,7 +71,7 @@ def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> QNe
     """The Q-network for these spaces (scripts/evaluate.py rebuilds it from a checkpoint with this)."""
     if not isinstance(action_space, gym.spaces.Discrete):
         raise usage_error(f"{args.env_id} has a {type(action_space).__name__} action space; dqn.py needs Discrete")
-    return QNetwork(int(np.prod(obs_space.shape)), int(action_space.n))
+    return QNetwork(vector_obs_size("dqn.py", args.env_id, obs_space), int(action_space.n))
 
 
 def update(q_network: nn.Module, target_network: nn.Module, optimizer: torch.optim.Optimizer,
@@ -90,7 +90,7 @@ def update(q_network: nn.Module, target_network: nn.Module, optimizer: torch.opt
 
 def main(args: Args, ckpt: Optional[dict] = None) -> int:
     run = Run(args, SCRIPT, ckpt, iterations=args.num_iterations, steps_per_iteration=args.steps_per_iteration,
-              families=("classic_control",))  # fmt: skip
+              families=("classic_control", "python"))  # fmt: skip
     device, timer = run.device, run.timer
     envs = run.make_env(args.num_envs, num_threads=args.num_threads)
     obs_space, action_space = envs.single_observation_space, envs.single_action_space

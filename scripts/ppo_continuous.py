@@ -40,7 +40,7 @@ from rlfast.algos.nets import tanh_mlp
 from rlfast.algos.ppo import (LOSS_NAMES, PPOArgs, PPOLoss, Rollout, adapt_lr, anneal_lr, explained_variance,
                               normalize_advantages, ppo_loss)  # fmt: skip
 from rlfast.algos.run import Run
-from rlfast.algos.runargs import RunArgs, usage_error
+from rlfast.algos.runargs import RunArgs, usage_error, vector_obs_size
 
 SCRIPT = "ppo_continuous.py"
 
@@ -136,7 +136,8 @@ def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> Age
     if not isinstance(action_space, gym.spaces.Box):
         raise usage_error(f"{args.env_id} has a {type(action_space).__name__} action space; ppo_continuous.py needs "
                           "Box (scripts/ppo.py trains Discrete actions)")  # fmt: skip
-    return Agent(int(np.prod(obs_space.shape)), action_space, args.hidden_size, args.obs_clip, args.init_logstd)
+    return Agent(vector_obs_size("ppo_continuous.py", args.env_id, obs_space), action_space, args.hidden_size,
+                 args.obs_clip, args.init_logstd)
 
 
 def minibatch_loss(agent: Agent, args: Args, mb: dict[str, torch.Tensor]) -> PPOLoss:
@@ -192,7 +193,7 @@ def update(agent: Agent, optimizer: torch.optim.Optimizer, loss_fn: Callable[...
 
 def main(args: Args, ckpt: Optional[dict] = None) -> int:
     run = Run(args, SCRIPT, ckpt, iterations=args.num_iterations, steps_per_iteration=args.batch_size,
-              families=("mujoco", "classic_control"), data_parallel=True)  # fmt: skip
+              families=("mujoco", "classic_control", "python"), data_parallel=True)  # fmt: skip
     device, timer = run.device, run.timer
     envs = run.make_env(run.local_num_envs, num_threads=args.num_threads)
     agent = make_agent(args, envs.single_observation_space, envs.single_action_space).to(device)

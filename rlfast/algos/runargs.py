@@ -7,6 +7,8 @@ import os
 from dataclasses import dataclass
 from typing import Any, ClassVar, Optional, Sequence
 
+import gymnasium as gym
+import numpy as np
 import torch
 
 import rlfast
@@ -134,6 +136,15 @@ def speed_options(args: RunArgs, device: torch.device) -> dict[str, bool]:
     ``--auto-speed`` on a CPU channels-last plus bfloat16 where the CPU has it natively (``native_bf16``)."""
     auto = args.auto_speed and device.type == "cpu"
     return {"channels_last": args.channels_last or auto, "bf16": args.bf16 or (auto and native_bf16(device))}
+
+
+def vector_obs_size(script: str, env_id: str, obs_space: gym.Space) -> int:
+    """The number of values of ``env_id``'s observations for an MLP; a usage error unless they are a Box (a
+    Python env's Discrete or MultiDiscrete observations need a wrapper, e.g. one-hot, first)."""
+    if not isinstance(obs_space, gym.spaces.Box):
+        raise usage_error(f"{env_id} has {type(obs_space).__name__} observations; {script} needs a Box of numbers "
+                          "(wrap the env, e.g. one-hot a Discrete observation)")  # fmt: skip
+    return int(np.prod(obs_space.shape))
 
 
 def usage_error(*problems: str) -> SystemExit:

@@ -27,7 +27,8 @@ from torch.utils.tensorboard import SummaryWriter
 
 def run_dir_name(env_id: str, exp_name: str, seed: int) -> str:
     """``{env_id}__{exp_name}__{seed}__{unix time}``, CleanRL's run name."""
-    return f"{env_id}__{exp_name}__{seed}__{int(time.time())}"
+    safe_id = env_id.replace(":", "_").replace("/", "_")  # gymnasium's "module:Env-v0" ids
+    return f"{safe_id}__{exp_name}__{seed}__{int(time.time())}"
 
 
 def format_eta(seconds: float) -> str:

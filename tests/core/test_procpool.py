@@ -1,0 +1,185 @@
+"""Python envs in the pool (rlfast/procpool.py): the same semantics as C++ envs, checked against gymnasium."""
+
+import os
+import time
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import rlfast
+from rlfast.procpool import ProcessEnvPool
+
+
+class Echo(gym.Env):
+    """obs = [tag, last action, steps in episode]; reward = the action; ends after ``length`` steps. On action
+    ``fail`` it raises, on ``die`` its worker process exits, on ``hang`` it sleeps 30 s."""
+
+    def __init__(self, tag: int = 0, length: int = 5, fail: int = 7, die: int = 8, hang: int = 9) -> None:
+        self.observation_space = gym.spaces.Box(-1e9, 1e9, (3,), np.float64)
+        self.action_space = gym.spaces.Discrete(10)
+        self.tag, self.length, self.fail, self.die, self.hang = tag, length, fail, die, hang
+        self.t = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.array([self.tag, -1, 0], np.float64), {}
+
+    def step(self, action):
+        if action == self.fail:
+            raise RuntimeError(f"Echo {self.tag} was told to fail")
+        if action == self.die:
+            os._exit(3)
+        if action == self.hang:
+            time.sleep(30)
+        self.t += 1
+        return np.array([self.tag, action, self.t], np.float64), float(action), self.t >= self.length, False, {}
+
+
+def echo_pool(num_envs: int = 6, **kwargs) -> ProcessEnvPool:
+    return rlfast.make_from(Echo, num_envs, env_kwargs_per_env=[{"tag": i} for i in range(num_envs)], **kwargs)
+
+
+def test_gymnasium_id_matches_sync_vector_env_step_for_step():
+    n = 6
+    with rlfast.make("gymnasium:CartPole-v1", n, seed=11) as pool:
+        assert isinstance(pool, ProcessEnvPool) and pool.num_workers == min(len(os.sched_getaffinity(0)), n)
+        assert pool.single_observation_space == gym.make("CartPole-v1").observation_space
+        ref = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1") for _ in range(n)])
+        obs, _ = pool.reset()
+        ref_obs, _ = ref.reset(seed=[11 + i for i in range(n)])
+        np.testing.assert_array_equal(obs.numpy(), ref_obs)
+        rng = np.random.default_rng(0)
+        ends = 0
+        for _ in range(300):  # several episode ends: next-step autoreset on both sides
+            a = rng.integers(0, 2, n)
+            obs, r, term, trunc, info = pool.step(a)
+            ref_obs, ref_r, ref_term, ref_trunc, _ = ref.step(a)
+            np.testing.assert_array_equal(obs.numpy(), ref_obs)
+            np.testing.assert_array_equal(r.numpy(), ref_r)
+            np.testing.assert_array_equal(term.numpy(), ref_term)
+            np.testing.assert_array_equal(trunc.numpy(), ref_trunc)
+            ends += int(term.sum())
+        assert ends > 5
+
+
+def test_each_action_reaches_its_env_in_async_batches():
+    n, b = 6, 2
+    with echo_pool(n, batch_size=b, num_workers=2) as pool:
+        pool.async_reset()
+        seen, sent = set(), {}
+        for step in range(60):
+            obs, reward, term, trunc, info = pool.recv()
+            ids = info["env_id"].numpy().copy()
+            assert ids.shape == (b,)
+            np.testing.assert_array_equal(obs[:, 0].numpy(), ids)  # each result is its own env's
+            for row, env in enumerate(ids):  # the echo of the action sent to that env (-1 after a reset)
+                assert obs[row, 1].item() == (sent[env] if obs[row, 2].item() > 0 else -1)
+            seen.update(ids.tolist())
+            actions = (ids + step) % 5  # 0..4: no fail/die/hang
+            sent.update(zip(ids.tolist(), actions.tolist()))
+            pool.send(actions, info["env_id"])
+        assert seen == set(range(n))
+
+
+def test_episode_statistics_and_autoreset_modes():
+    with echo_pool(2, seed=0) as pool:
+        pool.reset()
+        for t in range(1, 6):
+            obs, reward, term, trunc, info = pool.step(np.array([2, 3]))
+        assert term.all() and (info["episode_length"].numpy() == 5).all()
+        np.testing.assert_array_equal(info["episode_return"].numpy(), [10.0, 15.0])
+        obs, reward, term, *_ = pool.step(np.array([1, 1]))  # next-step autoreset: a reset, reward 0
+        np.testing.assert_array_equal(obs[:, 2].numpy(), [0, 0])
+        assert (reward.numpy() == 0).all() and not term.any()
+    with echo_pool(2, autoreset_mode="same_step") as pool:
+        pool.reset()
+        for _ in range(5):
+            obs, reward, term, trunc, info = pool.step(np.array([4, 4]))
+        assert term.all()
+        np.testing.assert_array_equal(info["final_obs"][:, 1:].numpy(), [[4, 5], [4, 5]])
+        np.testing.assert_array_equal(obs[:, 1:].numpy(), [[-1, 0], [-1, 0]])
+
+
+def test_env_exception_surfaces_at_recv_naming_the_env_then_it_resets():
+    with echo_pool(4, num_workers=2) as pool:
+        pool.reset()
+        with pytest.raises(rlfast.EnvError, match=r"(?s)env 2 raised: .*Echo 2 was told to fail") as err:
+            pool.step(np.array([1, 1, 7, 1]))
+        assert "Traceback" in str(err.value)
+        obs, reward, *_ = pool.step(np.array([1, 1, 1, 1]))  # env 2 reset, the others stepped
+        np.testing.assert_array_equal(obs[:, 2].numpy(), [2, 2, 0, 2])
+
+
+def test_a_dead_worker_is_an_error_naming_it_not_a_hang():
+    with echo_pool(4, num_workers=2) as pool:
+        pool.reset()
+        start = time.monotonic()
+        with pytest.raises(rlfast.EnvError, match=r"worker process 1 \(pid \d+\), which runs envs 2-3, died"):
+            pool.step(np.array([1, 1, 8, 1]))
+        assert time.monotonic() - start < 10
+        with pytest.raises(rlfast.EnvError, match="died"):  # its envs stay unavailable
+            pool.step(np.array([1, 1, 1, 1]))
+
+
+def test_close_while_an_env_hangs_returns_promptly():
+    pool = echo_pool(2, batch_size=1, num_workers=2)
+    pool.reset()
+    pool.send(np.array([9]), np.array([0]))  # env 0 sleeps 30 s in its worker
+    time.sleep(0.2)
+    procs = [proc for proc, _ in pool._procs]
+    start = time.monotonic()
+    pool.close()
+    assert time.monotonic() - start < 5
+    assert len(procs) == 2 and not any(p.is_alive() for p in procs)  # joined, or killed when stuck
+    pool.close()  # idempotent
+
+
+def test_spaces_are_checked():
+    class DictObs(Echo):
+        def __init__(self):
+            super().__init__()
+            self.observation_space = gym.spaces.Dict({"a": gym.spaces.Discrete(2)})
+
+    with pytest.raises(ValueError, match="FlattenObservation"):
+        rlfast.make_from(DictObs, 2)
+    with pytest.raises(ValueError, match="unknown task id 'NoSuchEnv-v9'"):
+        rlfast.make("NoSuchEnv-v9", 2)
+    with pytest.raises(ValueError, match="num_workers must be an int in \\[1, num_envs=2\\]"):
+        rlfast.make_from(Echo, 2, num_workers=3)
+
+
+def test_multidiscrete_actions_are_whole_numbers_in_range():
+    class Multi(Echo):
+        def __init__(self):
+            super().__init__()
+            self.action_space = gym.spaces.MultiDiscrete([3, 4], start=[1, 0])
+
+        def step(self, action):
+            assert action.dtype == np.int64
+            return np.array([action[0], action[1], 0.0]), 0.0, False, False, {}
+
+    with rlfast.make_from(Multi, 2) as pool:
+        pool.reset()
+        obs, *_ = pool.step(np.array([[1, 0], [3, 3]], np.float32))
+        np.testing.assert_array_equal(obs[:, :2].numpy(), [[1, 0], [3, 3]])
+        with pytest.raises(ValueError, match=r"element 0\) is 0; .* whole numbers in \[1, 3\]"):
+            pool.step(np.array([[0, 0], [1, 1]], np.float32))
+        with pytest.raises(ValueError, match=r"is 1.5"):
+            pool.step(np.array([[1.5, 0], [1, 1]], np.float32))
+
+
+def test_discrete_observations_and_seeds():
+    with rlfast.make("FrozenLake-v1", 3, seed=5, is_slippery=True) as pool:
+        assert pool.single_observation_space == gym.spaces.Discrete(16)
+        obs, _ = pool.reset()
+        assert obs.dtype.is_floating_point is False and obs.shape == (3,)
+        rng = np.random.default_rng(1)
+        actions = rng.integers(0, 4, (50, 3))
+        first = [pool.step(a)[0].clone() for a in actions]
+        pool.seed(5)
+        pool.reset()
+        again = [pool.step(a)[0].clone() for a in actions]
+        for x, y in zip(first, again):
+            np.testing.assert_array_equal(x.numpy(), y.numpy())
