@@ -1,6 +1,10 @@
 """Python envs in the pool (rlfast/procpool.py): the same semantics as C++ envs, checked against gymnasium."""
 
 import os
+import signal
+import subprocess
+import sys
+import threading
 import time
 
 import gymnasium as gym
@@ -125,7 +129,8 @@ def test_a_dead_worker_is_an_error_naming_it_not_a_hang():
 
 def test_close_while_an_env_hangs_returns_promptly():
     pool = echo_pool(2, batch_size=1, num_workers=2)
-    pool.reset()
+    pool.async_reset()
+    pool.recv(), pool.recv()  # both resets
     pool.send(np.array([9]), np.array([0]))  # env 0 sleeps 30 s in its worker
     time.sleep(0.2)
     procs = [proc for proc, _ in pool._procs]
@@ -183,3 +188,42 @@ def test_discrete_observations_and_seeds():
         again = [pool.step(a)[0].clone() for a in actions]
         for x, y in zip(first, again):
             np.testing.assert_array_equal(x.numpy(), y.numpy())
+
+
+def test_ctrl_c_interrupts_recv_and_workers_survive_it(sigint_raises):
+    with echo_pool(2, batch_size=1, num_workers=2) as pool:
+        pool.async_reset()
+        pool.recv(), pool.recv()  # both resets
+        pool.send(np.array([9]), np.array([0]))  # env 0 hangs for 30 s
+        pool.send(np.array([1]), np.array([1]))
+        pool.recv()  # env 1's step
+        timer = threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.SIGINT))
+        timer.start()
+        start = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            pool.recv()  # waits for env 0
+        assert time.monotonic() - start < 2
+        # The workers ignore the terminal's SIGINT (the main process handles Ctrl-C): env 1's still steps.
+        pool.send(np.array([2]), np.array([1]))
+        obs, *_ = pool.recv()
+        assert obs[0, 1].item() == 2
+
+
+@pytest.mark.parametrize("body", ["pass", "raise SystemExit(3)"])
+def test_interpreter_exit_with_python_envs_in_flight_does_not_hang(body):
+    code = (
+        "import time, numpy as np, gymnasium as gym, rlfast\n"
+        "class Slow(gym.Env):\n"
+        "    observation_space = gym.spaces.Box(0, 1, (2,))\n"
+        "    action_space = gym.spaces.Discrete(2)\n"
+        "    def reset(self, *, seed=None, options=None): return np.zeros(2, np.float32), {}\n"
+        "    def step(self, a): time.sleep(30); return np.zeros(2, np.float32), 0.0, False, False, {}\n"
+        "p = rlfast.make_from(Slow, 4)\n"
+        "p.reset(); p.send(np.zeros(4, np.int64))\n"
+        f"{body}\n"
+    )
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", code], timeout=30, capture_output=True, text=True)
+    assert proc.returncode in (0, 3), proc.stderr
+    assert time.monotonic() - start < 15
+    assert "Traceback" not in proc.stderr and "leaked" not in proc.stderr, proc.stderr

@@ -191,3 +191,22 @@ def test_scripts_import_without_running():
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         assert hasattr(module, "main")
+
+
+def test_trains_a_gymnasium_env_in_worker_processes_and_evaluates_it(tmp_path):
+    """A gymnasium id that is no engine task runs as Python envs (rlfast/procpool.py); evaluate.py replays it."""
+    proc = run("ppo.py", *TINY, "--env-id", "gymnasium:CartPole-v1", "--total-timesteps", "512", "--runs-dir", "runs",
+               cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert run_dir.name.startswith("gymnasium_CartPole-v1__ppo__1__")
+    proc = run("evaluate.py", str(run_dir), "--episodes", "2", "--no-cuda", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "gymnasium:CartPole-v1" in proc.stdout
+
+
+def test_refuses_observations_an_mlp_cannot_take(tmp_path):
+    proc = run("ppo.py", *TINY, "--env-id", "FrozenLake-v1", "--total-timesteps", "512", "--runs-dir", "runs",
+               cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 1
+    assert "FrozenLake-v1 has Discrete observations; ppo.py needs a Box" in proc.stderr
