@@ -9,8 +9,8 @@ from rlfast.gym_adapter import GymnasiumVectorEnv
 __version__ = "0.1.0"
 
 __all__ = [
-    "EnvError", "EnvPool", "FrameStack", "GymnasiumVectorEnv", "PoolStateError", "list_envs", "make", "make_from",
-    "make_gymnasium", "task_family",
+    "EnvError", "EnvPool", "FrameStack", "GymnasiumVectorEnv", "PoolStateError", "list_envs", "make", "load_env",
+    "make_from", "make_gymnasium", "task_family",
 ]
 
 
@@ -34,11 +34,27 @@ def make(
     ``"LunarLander-v3"``) makes a ``ProcessEnvPool``: ``gymnasium.make(task_id, **kwargs)`` in
     ``num_threads`` worker processes (default: one per core); see ``rlfast/procpool.py``.
     """
+    from rlfast import loader
+
+    if (header := loader.header_task(task_id)) is not None:  # "path/my_env.h:MyEnv-v0"
+        loader.load_env(*header)
+        task_id = header[1]
+    if loader.loaded(task_id) is not None:
+        return loader.make_loaded(task_id, num_envs, batch_size=batch_size, num_threads=num_threads, seed=seed,
+                                  **kwargs)  # fmt: skip
     if is_python_task(task_id):
         from rlfast.procpool import make_gymnasium as make_python
 
         return make_python(task_id, num_envs, batch_size=batch_size, num_workers=num_threads, seed=seed, **kwargs)
     return EnvPool(task_id, num_envs, batch_size=batch_size, num_threads=num_threads, seed=seed, **kwargs)
+
+
+def load_env(header: str, task_id: str, class_name: Optional[str] = None, verbose: bool = False) -> str:
+    """Compiles the C++ env ``class_name`` (default: ``task_id`` less its version) of ``header`` against the
+    installed engine, caches the build and registers ``task_id`` for ``rlfast.make``; see ``rlfast/loader.py``."""
+    from rlfast.loader import load_env as load
+
+    return load(header, task_id, class_name, verbose)
 
 
 def make_from(env_fn: Any, num_envs: int, **kwargs: Any) -> EnvPool:

@@ -90,8 +90,12 @@ def _seed_list(name: str, seeds: Any, n: int) -> list[int]:
 
 
 def list_envs(include_testing: bool = False) -> list[str]:
-    """All task ids this build can make (the ``testing`` family only when asked)."""
-    return [t for t in _C.list_tasks() if include_testing or _C.task_family(t) != "testing"]
+    """All task ids this build can make (the ``testing`` family only when asked), then those ``load_env``
+    registered."""
+    from rlfast import loader
+
+    own = [t for t in _C.list_tasks() if include_testing or _C.task_family(t) != "testing"]
+    return own + sorted(loader._LOADED)
 
 
 def check_task_id(task_id: str) -> None:
@@ -111,16 +115,25 @@ def is_python_task(task_id: str) -> bool:
     """Whether ``rlfast.make`` runs ``task_id`` as Python envs in worker processes (``rlfast/procpool.py``):
     not a task of the engine, but a gymnasium id (registered, or ``"module:Env-v0"``, whose module
     gymnasium imports first)."""
+    from rlfast import loader
+
     if not isinstance(task_id, str) or task_id in _C.list_tasks():
+        return False
+    if loader.header_task(task_id) is not None or loader.loaded(task_id) is not None:
         return False
     return ":" in task_id or task_id in gym.registry
 
 
 def task_family(task_id: str) -> str:
     """The family of a task id: "classic_control", "atari", "mujoco", "python" (a gymnasium id run in worker
-    processes; or "testing"); ValueError if unknown."""
+    processes), "custom" (a C++ env of rlfast.load_env, or ``path/my_env.h:MyEnv-v0``; or "testing");
+    ValueError if unknown."""
+    from rlfast import loader
+
     if is_python_task(task_id):
         return "python"
+    if loader.header_task(task_id) is not None or loader.loaded(task_id) is not None:
+        return "custom"
     check_task_id(task_id)
     return _C.task_family(task_id)
 

@@ -90,7 +90,7 @@ def update(q_network: nn.Module, target_network: nn.Module, optimizer: torch.opt
 
 def main(args: Args, ckpt: Optional[dict] = None) -> int:
     run = Run(args, SCRIPT, ckpt, iterations=args.num_iterations, steps_per_iteration=args.steps_per_iteration,
-              families=("classic_control", "python"))  # fmt: skip
+              families=("classic_control", "python", "custom"))  # fmt: skip
     device, timer = run.device, run.timer
     envs = run.make_env(args.num_envs, num_threads=args.num_threads)
     obs_space, action_space = envs.single_observation_space, envs.single_action_space

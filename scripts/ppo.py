@@ -113,7 +113,7 @@ def update(agent: Agent, optimizer: torch.optim.Optimizer, loss_fn: Callable[...
 
 def main(args: Args, ckpt: Optional[dict] = None) -> int:
     run = Run(args, SCRIPT, ckpt, iterations=args.num_iterations, steps_per_iteration=args.batch_size,
-              families=("classic_control", "python"), data_parallel=True)  # fmt: skip
+              families=("classic_control", "python", "custom"), data_parallel=True)  # fmt: skip
     device, timer = run.device, run.timer
     envs = run.make_env(run.local_num_envs, num_threads=args.num_threads)
     agent = make_agent(args, envs.single_observation_space, envs.single_action_space).to(device)

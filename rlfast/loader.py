@@ -1,0 +1,166 @@
+"""C++ envs without rebuilding rlfast: ``rlfast.load_env("my_env.h", "MyEnv-v0")``.
+
+The header defines an env class in the engine's contract (``rlfast/csrc/core/env.h``; a template:
+``examples/gridworld.h``). ``load_env`` writes a one-line module around it
+(``rlfast/csrc/python/loaded_env.h``: the engine's own pool binding), compiles it with the engine's pool
+sources against the headers installed with rlfast, imports it and registers the task, so that
+``rlfast.make("MyEnv-v0", ...)`` and every trainer's ``--env-id`` take it. ``--env-id path/to/my_env.h:MyEnv-v0``
+(``rlfast.make`` too) loads and makes in one go.
+
+Builds are cached by a hash of everything that goes into them (the header, the class and task names, the
+engine's sources, the compiler and Python), in ``$RLFAST_CACHE`` or ``~/.cache/rlfast/envs``. A header that
+does not compile raises ``EnvCompileError`` with the compiler's output, which names the file and line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Optional
+
+ROOT = Path(__file__).resolve().parent.parent
+"""the folder holding ``rlfast/csrc`` (the package's parent: a source tree or site-packages)"""
+ENGINE_SOURCES = ("rlfast/csrc/core/pool.cc",)
+"""the engine's non-template code a loaded env's pool needs"""
+_LOADED: dict[str, ModuleType] = {}
+"""task id -> its compiled module"""
+
+
+class EnvCompileError(RuntimeError):
+    """A header given to ``load_env`` did not compile; the message holds the compiler's output."""
+
+
+def loaded(task_id: str) -> Optional[ModuleType]:
+    """The module of a task ``load_env`` registered, else None."""
+    return _LOADED.get(task_id)
+
+
+def header_task(task_id: str) -> Optional[tuple[str, str]]:
+    """``("path/my_env.h", "MyEnv-v0")`` for an id of the form ``path/my_env.h:MyEnv-v0``, else None."""
+    header, sep, name = task_id.rpartition(":")
+    if sep and header.endswith((".h", ".hpp", ".hh")) and name:
+        return header, name
+    return None
+
+
+def class_name_of(task_id: str) -> str:
+    """The env class a task id names by default: ``"MyEnv-v0"`` -> ``MyEnv``."""
+    base = re.sub(r"-v\d+$", "", task_id)
+    return re.sub(r"\W", "", base)
+
+
+def load_env(header: str, task_id: str, class_name: Optional[str] = None, verbose: bool = False) -> str:
+    """Compiles (or takes from the cache) the env ``class_name`` (default: ``task_id`` without its version,
+    e.g. ``GridWorld`` for ``"GridWorld-v0"``; a qualified name like ``my_ns::GridWorld`` works) of ``header``
+    and registers it as ``task_id``. Returns ``task_id``. Raises ``EnvCompileError`` with the compiler's
+    output if it does not compile, FileNotFoundError if the header is missing, ValueError if ``task_id``
+    is an engine task or already loaded from another header."""
+    from rlfast.envpool import _C
+
+    path = Path(header).expanduser().resolve()
+    if not path.is_file():
+        raise FileNotFoundError(f"no env header at {header!r}")
+    if task_id in _C.list_tasks():
+        raise ValueError(f"{task_id!r} is one of rlfast's own tasks; give your env another id")
+    cls = class_name or class_name_of(task_id)
+    if not re.fullmatch(r"[A-Za-z_]\w*(::[A-Za-z_]\w*)*", cls):
+        raise ValueError(f"class_name must be a C++ class name, got {cls!r}")
+    source = (f'#include "{path}"\n#include "rlfast/csrc/python/loaded_env.h"\n'
+              f"PYBIND11_MODULE(MODULE_NAME, m) {{ rlfast::python::BindLoadedEnv<{cls}>(m, {_cpp_string(task_id)}); }}\n")  # fmt: skip
+    digest = _digest(source, path)
+    name = f"rlfast_env_{digest[:20]}"
+    previous = _LOADED.get(task_id)
+    if previous is not None and previous.__name__ != name:
+        raise ValueError(f"{task_id!r} is already loaded from another header or version of it")
+    if previous is None:
+        _LOADED[task_id] = _import(name, _build(name, source, verbose))
+    return task_id
+
+
+def _cpp_string(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("RLFAST_CACHE", Path.home() / ".cache" / "rlfast")) / "envs"
+
+
+def _compiler() -> str:
+    return os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++") or "c++"
+
+
+def _digest(source: str, header: Path) -> str:
+    """A hash of everything the build depends on: the generated source, the user's header (and the headers
+    next to it), the engine's headers and sources, pybind11's version, the compiler and this Python."""
+    import pybind11
+
+    h = hashlib.sha256(source.encode())
+    files = sorted(header.parent.glob("*.h*")) + sorted((ROOT / "rlfast" / "csrc").rglob("*.h"))
+    files += [ROOT / s for s in ENGINE_SOURCES]
+    for f in files:
+        h.update(str(f).encode())
+        h.update(f.read_bytes())
+    version = subprocess.run([_compiler(), "--version"], capture_output=True, text=True).stdout
+    h.update(f"{pybind11.__version__}|{version}|{sys.version}|{sysconfig.get_config_var('EXT_SUFFIX')}".encode())
+    return h.hexdigest()
+
+
+def _build(name: str, source: str, verbose: bool) -> Path:
+    """The compiled module's path: from the cache, or built into it now (atomically, so concurrent loads of
+    the same env do not see a half-written file)."""
+    import pybind11
+
+    out = cache_dir() / f"{name}{sysconfig.get_config_var('EXT_SUFFIX')}"
+    if out.is_file():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+        main = Path(tmp) / f"{name}.cc"
+        main.write_text(source)
+        target = Path(tmp) / out.name
+        cmd = [_compiler(), "-std=c++17", "-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-pthread",
+               f"-DMODULE_NAME={name}", f"-I{ROOT}", f"-I{pybind11.get_include()}",
+               f"-I{sysconfig.get_paths()['include']}", str(main), *[str(ROOT / s) for s in ENGINE_SOURCES],
+               "-o", str(target)]  # fmt: skip
+        if verbose:
+            print(" ".join(cmd), flush=True)
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise EnvCompileError(f"the env does not compile ({' '.join(cmd[:1])} exited with {proc.returncode}):\n"
+                                  f"{proc.stderr.strip()}")  # fmt: skip
+        os.replace(target, out)
+    return out
+
+
+def _import(name: str, path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def make_loaded(task_id: str, num_envs: int, batch_size: Optional[int] = None, num_threads: Optional[int] = None,
+                seed: int = 0, seeds: Any = None, max_episode_steps: Optional[int] = None,
+                autoreset_mode: str = "next_step", thread_affinity_offset: int = -1, work_in_recv: bool = False,
+                pin_memory: Optional[bool] = None, **env_kwargs: Any) -> Any:  # fmt: skip
+    """``rlfast.make`` for a task ``load_env`` registered: an ``EnvPool`` over the loaded module's pool."""
+    from rlfast.envpool import EnvPool, pool_config
+
+    module = _LOADED[task_id]
+    config, pin = pool_config(num_envs, batch_size, num_threads, seed, seeds, max_episode_steps, autoreset_mode,
+                              thread_affinity_offset, work_in_recv, pin_memory)  # fmt: skip
+    fields = {k: getattr(config, k) for k in ("num_envs", "batch_size", "num_threads", "work_in_recv", "seed", "seeds",
+                                              "max_episode_steps", "same_step_autoreset", "thread_affinity_offset")}  # fmt: skip
+    pool = EnvPool.__new__(EnvPool)
+    pool._setup(module.make(fields, dict(env_kwargs)), task_id, env_kwargs, autoreset_mode, pin)
+    return pool
