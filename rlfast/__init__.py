@@ -30,8 +30,8 @@ def make(
     ``work_in_recv`` (recv() steps envs on the calling thread while it waits; see EnvPool),
     ``pin_memory``, and the env's own options (e.g. ``sutton_barto_reward``).
 
-    A gymnasium id that is not an engine task (``"my_pkg:MyEnv-v0"``, or any registered id such as
-    ``"LunarLander-v3"``) makes a ``ProcessEnvPool``: ``gymnasium.make(task_id, **kwargs)`` in
+    A gymnasium id in its module form (``"my_pkg:MyEnv-v0"``, ``"gymnasium:LunarLander-v3"``) makes a
+    ``ProcessEnvPool``: ``gymnasium.make(task_id, **kwargs)`` in
     ``num_threads`` worker processes (default: one per core); see ``rlfast/procpool.py``.
     """
     from rlfast import loader

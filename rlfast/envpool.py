@@ -107,21 +107,24 @@ def check_task_id(task_id: str) -> None:
         return
     close = difflib.get_close_matches(task_id, known, n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    if task_id in gym.registry:
+        hint += f" ({task_id} is a gymnasium id: 'gymnasium:{task_id}' runs it as Python envs in worker processes)"
     raise ValueError(f"unknown task id {task_id!r}{hint} (rlfast.list_envs() lists them all; a gymnasium id, or "
                      "'module:Env-v0', runs as Python envs in worker processes)")
 
 
 def is_python_task(task_id: str) -> bool:
-    """Whether ``rlfast.make`` runs ``task_id`` as Python envs in worker processes (``rlfast/procpool.py``):
-    not a task of the engine, but a gymnasium id (registered, or ``"module:Env-v0"``, whose module
-    gymnasium imports first)."""
+    """Whether ``rlfast.make`` runs ``task_id`` as Python envs in worker processes (``rlfast/procpool.py``): a
+    gymnasium id in its ``"module:Env-v0"`` form (gymnasium imports the module first; ``"gymnasium:Env-v0"``
+    for gymnasium's own envs). A bare gymnasium id is refused with that hint, so that a typo of an engine task
+    never silently becomes a slower Python env."""
     from rlfast import loader
 
     if not isinstance(task_id, str) or task_id in _C.list_tasks():
         return False
     if loader.header_task(task_id) is not None or loader.loaded(task_id) is not None:
         return False
-    return ":" in task_id or task_id in gym.registry
+    return ":" in task_id
 
 
 def task_family(task_id: str) -> str:

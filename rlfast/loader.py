@@ -46,6 +46,8 @@ def loaded(task_id: str) -> Optional[ModuleType]:
 
 def header_task(task_id: str) -> Optional[tuple[str, str]]:
     """``("path/my_env.h", "MyEnv-v0")`` for an id of the form ``path/my_env.h:MyEnv-v0``, else None."""
+    if not isinstance(task_id, str):
+        return None
     header, sep, name = task_id.rpartition(":")
     if sep and header.endswith((".h", ".hpp", ".hh")) and name:
         return header, name

@@ -176,7 +176,7 @@ def test_multidiscrete_actions_are_whole_numbers_in_range():
 
 
 def test_discrete_observations_and_seeds():
-    with rlfast.make("FrozenLake-v1", 3, seed=5, is_slippery=True) as pool:
+    with rlfast.make("gymnasium:FrozenLake-v1", 3, seed=5, is_slippery=True) as pool:
         assert pool.single_observation_space == gym.spaces.Discrete(16)
         obs, _ = pool.reset()
         assert obs.dtype.is_floating_point is False and obs.shape == (3,)
@@ -227,3 +227,8 @@ def test_interpreter_exit_with_python_envs_in_flight_does_not_hang(body):
     assert proc.returncode in (0, 3), proc.stderr
     assert time.monotonic() - start < 15
     assert "Traceback" not in proc.stderr and "leaked" not in proc.stderr, proc.stderr
+
+
+def test_a_bare_gymnasium_id_is_refused_with_the_module_form_as_hint():
+    with pytest.raises(ValueError, match=r"did you mean 'CartPole-v1'.*'gymnasium:CartPole-v0' runs it as Python envs"):
+        rlfast.make("CartPole-v0", 2)

@@ -206,7 +206,7 @@ def test_trains_a_gymnasium_env_in_worker_processes_and_evaluates_it(tmp_path):
 
 
 def test_refuses_observations_an_mlp_cannot_take(tmp_path):
-    proc = run("ppo.py", *TINY, "--env-id", "FrozenLake-v1", "--total-timesteps", "512", "--runs-dir", "runs",
+    proc = run("ppo.py", *TINY, "--env-id", "gymnasium:FrozenLake-v1", "--total-timesteps", "512", "--runs-dir", "runs",
                cwd=tmp_path)  # fmt: skip
     assert proc.returncode == 1
-    assert "FrozenLake-v1 has Discrete observations; ppo.py needs a Box" in proc.stderr
+    assert "gymnasium:FrozenLake-v1 has Discrete observations; ppo.py needs a Box" in proc.stderr
