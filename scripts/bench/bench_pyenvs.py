@@ -97,7 +97,7 @@ def stepper(name: str, task: str, n: int, seed: int) -> Stepper:
     if name == "sb3-subproc":
         from stable_baselines3.common.vec_env import SubprocVecEnv  # optional peer
 
-        venv: Any = SubprocVecEnv(fns)
+        venv: Any = SubprocVecEnv(fns, start_method="fork")  # its default, forkserver, imports torch per env
         venv.seed(seed)
         venv.reset()
         acts = draw_actions(venv.action_space, n, seed)
