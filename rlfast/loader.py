@@ -76,8 +76,9 @@ def load_env(header: str, task_id: str, class_name: Optional[str] = None, verbos
     cls = class_name or class_name_of(task_id)
     if not re.fullmatch(r"[A-Za-z_]\w*(::[A-Za-z_]\w*)*", cls):
         raise ValueError(f"class_name must be a C++ class name, got {cls!r}")
+    bind = f"rlfast::python::BindLoadedEnv<{cls}>(m, {_cpp_string(task_id)});"
     source = (f'#include "{path}"\n#include "rlfast/csrc/python/loaded_env.h"\n'
-              f"PYBIND11_MODULE(MODULE_NAME, m) {{ rlfast::python::BindLoadedEnv<{cls}>(m, {_cpp_string(task_id)}); }}\n")  # fmt: skip
+              f"PYBIND11_MODULE(MODULE_NAME, m) {{ {bind} }}\n")
     digest = _digest(source, path)
     name = f"rlfast_env_{digest[:20]}"
     previous = _LOADED.get(task_id)
@@ -161,8 +162,9 @@ def make_loaded(task_id: str, num_envs: int, batch_size: Optional[int] = None, n
     module = _LOADED[task_id]
     config, pin = pool_config(num_envs, batch_size, num_threads, seed, seeds, max_episode_steps, autoreset_mode,
                               thread_affinity_offset, work_in_recv, pin_memory)  # fmt: skip
-    fields = {k: getattr(config, k) for k in ("num_envs", "batch_size", "num_threads", "work_in_recv", "seed", "seeds",
-                                              "max_episode_steps", "same_step_autoreset", "thread_affinity_offset")}  # fmt: skip
+    names = ("num_envs", "batch_size", "num_threads", "work_in_recv", "seed", "seeds", "max_episode_steps",
+             "same_step_autoreset", "thread_affinity_offset")
+    fields = {k: getattr(config, k) for k in names}
     pool = EnvPool.__new__(EnvPool)
     pool._setup(module.make(fields, dict(env_kwargs)), task_id, env_kwargs, autoreset_mode, pin)
     return pool

@@ -234,8 +234,8 @@ class ProcessEnvPool(EnvPool):
         for w in range(num_workers):
             count = base + (1 if w < extra else 0)
             parent, child = ctx.Pipe()
-            proc = ctx.Process(target=_worker_main, args=(w, cloudpickle.dumps(list(env_fns[start : start + count])),
-                                                          child), daemon=True, name=f"rlfast-env-worker-{w}")  # fmt: skip
+            fns = cloudpickle.dumps(list(env_fns[start : start + count]))
+            proc = ctx.Process(target=_worker_main, args=(w, fns, child), daemon=True, name=f"rlfast-env-worker-{w}")
             proc.start()
             child.close()
             self._procs.append((proc, parent))

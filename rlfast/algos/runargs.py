@@ -119,7 +119,11 @@ def run_problems(
         except ValueError as e:
             return [f"--env-id: {e}"]
         if family not in families:
-            problems.append(f"{script} trains {' or '.join(families)} tasks; {args.env_id} is from the {family} family")
+            builtin = [f for f in families if f not in OWN_FAMILIES]
+            own = " and your own envs (gymnasium 'module:Env-v0' ids, rlfast.load_env headers)" if any(
+                f in OWN_FAMILIES for f in families) else ""  # fmt: skip
+            problems.append(f"{script} trains {' or '.join(builtin)} tasks{own}; {args.env_id} is from the {family} "
+                            "family")  # fmt: skip
     if iterations < 1:
         problems.append(f"--total-timesteps {args.total_timesteps:,} is less than one iteration of "
                         f"{steps_per_iteration:,} steps")  # fmt: skip
@@ -136,6 +140,10 @@ def speed_options(args: RunArgs, device: torch.device) -> dict[str, bool]:
     ``--auto-speed`` on a CPU channels-last plus bfloat16 where the CPU has it natively (``native_bf16``)."""
     auto = args.auto_speed and device.type == "cpu"
     return {"channels_last": args.channels_last or auto, "bf16": args.bf16 or (auto and native_bf16(device))}
+
+
+OWN_FAMILIES = ("python", "custom")
+"""task families of users' envs (rlfast.task_family): Python envs in worker processes, rlfast.load_env's C++ envs"""
 
 
 def vector_obs_size(script: str, env_id: str, obs_space: gym.Space) -> int:

@@ -103,7 +103,10 @@ def stepper(name: str, task: str, n: int, seed: int) -> Stepper:
         acts = draw_actions(venv.action_space, n, seed)
         step: Callable[[np.ndarray], Any] = venv.step
     else:
-        venv = gym.vector.AsyncVectorEnv(fns, shared_memory=True) if name == "gym-async" else gym.vector.SyncVectorEnv(fns)
+        if name == "gym-async":
+            venv = gym.vector.AsyncVectorEnv(fns, shared_memory=True)
+        else:
+            venv = gym.vector.SyncVectorEnv(fns)
         venv.reset(seed=seed)
         acts = draw_actions(venv.single_action_space, n, seed)
         step = venv.step
@@ -137,7 +140,8 @@ def main(args: Args) -> dict[str, dict[str, dict[int, Optional[float]]]]:
             rates[name] = {}
             for n in sizes:
                 try:
-                    steps, secs = run_in_child(partial(measure_one, name, task, n, args), args.warmup + args.seconds + 300)
+                    timeout = args.warmup + args.seconds + 300
+                    steps, secs = run_in_child(partial(measure_one, name, task, n, args), timeout)
                     rates[name][n] = steps / secs
                 except ImportError as e:
                     print(f"  {name}: skipped ({e})", flush=True)
@@ -163,8 +167,8 @@ def format_table(task: str, rates: dict[str, dict[int, Optional[float]]], sizes:
         if name not in rates:
             continue
         if "gym-async" in rates:
-            cells = [f"{rates[name][n] / rates['gym-async'][n]:.2f}x" if rates[name].get(n) and rates["gym-async"].get(n)
-                     else "-" for n in sizes]  # fmt: skip
+            ref = rates["gym-async"]
+            cells = [f"{rates[name][n] / ref[n]:.2f}x" if rates[name].get(n) and ref.get(n) else "-" for n in sizes]
             lines.append(f"| {name} / gym-async | " + " | ".join(cells) + " |")
         if single:
             cells = [f"{rates[name][n] / (single * min(cores, n)):.0%}" if rates[name].get(n) else "-" for n in sizes]

@@ -68,10 +68,12 @@ def tiny_checkpoint(path, script="ppo.py", **overrides):
 
 
 # (script, flags, a piece of the one-line message)
+OWN = "and your own envs (gymnasium 'module:Env-v0' ids, rlfast.load_env headers)"
+"""what the MLP trainers' family errors add about users' envs"""
 BAD_FLAGS = [
     ("ppo_atari.py", ["--env-id", "CartPole-v1"], "trains atari tasks; CartPole-v1 is from the classic_control family"),
-    ("ppo.py", ["--env-id", "Pong-v5"], "ppo.py trains classic_control tasks; Pong-v5 is from the atari family"),
-    ("ppo_continuous.py", ["--env-id", "Pong-v5"], "trains mujoco or classic_control tasks; Pong-v5 is from the atari"),
+    ("ppo.py", ["--env-id", "Pong-v5"], f"ppo.py trains classic_control tasks {OWN}; Pong-v5 is from the atari"),
+    ("ppo_continuous.py", ["--env-id", "Pong-v5"], f"trains mujoco or classic_control tasks {OWN}; Pong-v5 is from"),
     ("ppo.py", ["--env-id", "Pendulum-v1"], "Pendulum-v1 has a Box action space; ppo.py needs Discrete"),
     ("ppo_continuous.py", ["--env-id", "CartPole-v1"], "has a Discrete action space; ppo_continuous.py needs Box"),
     ("ppo_atari.py", ["--env-id", "Pong-v4"], "--env-id: unknown task id 'Pong-v4'; did you mean 'Pong-v5'"),
@@ -92,7 +94,7 @@ BAD_FLAGS = [
     ("ppo_atari.py", ["--num-envs", "3", "--overlap"], "--num-envs 3 must be even"),
     ("ppo.py", ["--resume", "nowhere/checkpoint.pt"], "--resume: no checkpoint at nowhere/checkpoint.pt: no such file"),
     ("dqn.py", ["--env-id", "Pendulum-v1"], "Pendulum-v1 has a Box action space; dqn.py needs Discrete"),
-    ("dqn.py", ["--env-id", "Breakout-v5"], "dqn.py trains classic_control tasks; Breakout-v5 is from the atari"),
+    ("dqn.py", ["--env-id", "Breakout-v5"], f"dqn.py trains classic_control tasks {OWN}; Breakout-v5 is from"),
     ("dqn.py", ["--num-envs", "0"], "--num-envs must be >= 1, got 0"),
     ("dqn.py", ["--buffer-size", "100"], "--buffer-size 100 must hold --batch-size 128 transitions"),
     ("dqn.py", ["--replay-ratio", "0"], "--replay-ratio must be > 0, got 0.0"),
