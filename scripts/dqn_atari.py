@@ -82,6 +82,7 @@ class QNetwork(nn.Module):
             nn.Flatten(),
             nn.Linear(3136, 512), nn.ReLU(),
             nn.Linear(512, num_actions),
+            fp32_tail=1,  # Q-values in float32 under --bf16 too: bf16 rounds away the gaps between actions
         )  # fmt: skip
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -60,12 +60,23 @@ class FrameNet(nn.Sequential):
       once per change of the weights (their version counters, data pointers and device; every optimizer
       step counts, fused ones included): the autocast would cast every weight at every call, which costs
       more than a small batch's convolutions. Its results equal the autocast's, which casts the same values.
-    Layers with parameters must be ``nn.Conv2d`` or ``nn.Linear`` (``set_speed`` checks)."""
+    Layers with parameters must be ``nn.Conv2d`` or ``nn.Linear`` (``set_speed`` checks).
+
+    ``fp32_tail``: the last layers that run in float32 under ``bf16`` too. A Q-network's output layer needs
+    it: bfloat16 keeps 8 significant bits, so Q-values near -1 land on a grid 0.0078 apart, coarser than the
+    gaps between actions' values, and the argmax becomes a coin toss (a Pong DQN trained so had its greedy
+    action disagree with float32's on every probed state). Policy logits and values are heads outside."""
 
     channels_last: bool = False
     bf16: bool = False
     _cast: tuple[tuple, list] = ((), [])
     """(key, bfloat16 weights per layer) of the no-autograd path"""
+
+    def __init__(self, *layers: nn.Module, fp32_tail: int = 0) -> None:
+        super().__init__(*layers)
+        if not 0 <= fp32_tail <= len(layers):
+            raise ValueError(f"fp32_tail must be in [0, {len(layers)}], got {fp32_tail}")
+        self.fp32_tail = fp32_tail
 
     def set_speed(self, channels_last: bool = False, bf16: bool = False) -> "FrameNet":
         if bf16 and (odd := [type(m).__name__ for m in self if next(m.parameters(), None) is not None and
@@ -82,15 +93,20 @@ class FrameNet(nn.Sequential):
             return super().forward(x.contiguous(memory_format=layout) / 255.0)  # the layout change on uint8 bytes
         h = x.to(torch.bfloat16).contiguous(memory_format=layout)  # in this order 2x faster than in one copy
         cached = not torch.is_grad_enabled() and not torch.compiler.is_compiling()
+        layers = list(self)
+        split = len(layers) - self.fp32_tail
         with torch.autocast(x.device.type, dtype=torch.bfloat16):
-            for layer, weights in zip(self, self._bf16_weights() if cached else self._weights()):
+            for layer, weights in zip(layers[:split], self._bf16_weights() if cached else self._weights()):
                 if weights is None:
                     h = layer(h)
                 elif isinstance(layer, nn.Conv2d):
                     h = layer._conv_forward(h, *weights)
                 else:
                     h = nn.functional.linear(h, *weights)
-        return h.float()
+        h = h.float()
+        for layer in layers[split:]:  # the float32 tail
+            h = layer(h)
+        return h
 
     def _weights(self) -> list[Optional[tuple[torch.Tensor, Optional[torch.Tensor]]]]:
         """Per layer: its (weight, bias), the first such layer's weight times 1 / 255; None for a layer without."""

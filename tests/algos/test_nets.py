@@ -178,3 +178,21 @@ def test_dqn_atari_q_network_takes_the_same_options():
     assert list(q.state_dict())[:2] == ["network.0.weight", "network.0.bias"]
     fast = set_speed(copy.deepcopy(q), channels_last=True)
     torch.testing.assert_close(fast(x), q(x), rtol=1e-5, atol=1e-6)
+
+
+def test_fp32_tail_runs_the_last_layers_in_float32_under_bf16():
+    torch.manual_seed(0)
+    trunk = [torch.nn.Conv2d(4, 8, 8, stride=4), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(8 * 20 * 20, 16),
+             torch.nn.ReLU()]  # fmt: skip
+    head = torch.nn.Linear(16, 6)
+    net = FrameNet(*trunk, head, fp32_tail=1).set_speed(channels_last=True, bf16=True)
+    bf16_trunk = FrameNet(*trunk).set_speed(channels_last=True, bf16=True)  # the same modules, no tail
+    x = frames(8)
+    for grad in (True, False):  # the autocast path and the cached no-autograd path
+        with torch.set_grad_enabled(grad):
+            got = net(x)
+            assert torch.equal(got, head(bf16_trunk(x)))  # the head on the float32 features, in float32
+            assert (got.to(torch.bfloat16).float() != got).any()  # not rounded to bf16's grid
+    assert net.state_dict().keys() == FrameNet(*trunk, head).state_dict().keys()  # checkpoints unchanged
+    with pytest.raises(ValueError, match="fp32_tail must be in"):
+        FrameNet(torch.nn.Linear(2, 2), fp32_tail=2)
