@@ -20,7 +20,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlfast import _mujoco
+from rlfast import _mujoco, loader
 
 _mujoco.preload_library()  # before _C, which links libmujoco (see rlfast/_mujoco.py)
 try:
@@ -92,8 +92,6 @@ def _seed_list(name: str, seeds: Any, n: int) -> list[int]:
 def list_envs(include_testing: bool = False) -> list[str]:
     """All task ids this build can make (the ``testing`` family only when asked), then those ``load_env``
     registered."""
-    from rlfast import loader
-
     own = [t for t in _C.list_tasks() if include_testing or _C.task_family(t) != "testing"]
     return own + sorted(loader._LOADED)
 
@@ -118,11 +116,7 @@ def is_python_task(task_id: str) -> bool:
     gymnasium id in its ``"module:Env-v0"`` form (gymnasium imports the module first; ``"gymnasium:Env-v0"``
     for gymnasium's own envs). A bare gymnasium id is refused with that hint, so that a typo of an engine task
     never silently becomes a slower Python env."""
-    from rlfast import loader
-
-    if not isinstance(task_id, str) or task_id in _C.list_tasks():
-        return False
-    if loader.header_task(task_id) is not None or loader.loaded(task_id) is not None:
+    if not isinstance(task_id, str) or task_id in _C.list_tasks() or loader.is_custom(task_id):
         return False
     return ":" in task_id
 
@@ -131,11 +125,9 @@ def task_family(task_id: str) -> str:
     """The family of a task id: "classic_control", "atari", "mujoco", "python" (a gymnasium id run in worker
     processes), "custom" (a C++ env of rlfast.load_env, or ``path/my_env.h:MyEnv-v0``; or "testing");
     ValueError if unknown."""
-    from rlfast import loader
-
     if is_python_task(task_id):
         return "python"
-    if loader.header_task(task_id) is not None or loader.loaded(task_id) is not None:
+    if loader.is_custom(task_id):
         return "custom"
     check_task_id(task_id)
     return _C.task_family(task_id)

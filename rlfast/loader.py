@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import inspect
 import os
 import re
 import shutil
@@ -52,6 +53,11 @@ def header_task(task_id: str) -> Optional[tuple[str, str]]:
     if sep and header.endswith((".h", ".hpp", ".hh")) and name:
         return header, name
     return None
+
+
+def is_custom(task_id: str) -> bool:
+    """Whether ``task_id`` names a C++ env of ``load_env``: loaded already, or ``path/my_env.h:MyEnv-v0``."""
+    return header_task(task_id) is not None or loaded(task_id) is not None
 
 
 def class_name_of(task_id: str) -> str:
@@ -152,19 +158,18 @@ def _import(name: str, path: Path) -> ModuleType:
     return module
 
 
-def make_loaded(task_id: str, num_envs: int, batch_size: Optional[int] = None, num_threads: Optional[int] = None,
-                seed: int = 0, seeds: Any = None, max_episode_steps: Optional[int] = None,
-                autoreset_mode: str = "next_step", thread_affinity_offset: int = -1, work_in_recv: bool = False,
-                pin_memory: Optional[bool] = None, **env_kwargs: Any) -> Any:  # fmt: skip
-    """``rlfast.make`` for a task ``load_env`` registered: an ``EnvPool`` over the loaded module's pool."""
+def make_loaded(task_id: str, num_envs: int, **kwargs: Any) -> Any:
+    """``rlfast.make`` for a task ``load_env`` registered: an ``EnvPool`` over the loaded module's pool. ``kwargs``:
+    ``pool_config``'s options (``EnvPool``'s), the rest the env's own."""
     from rlfast.envpool import EnvPool, pool_config
 
     module = _LOADED[task_id]
-    config, pin = pool_config(num_envs, batch_size, num_threads, seed, seeds, max_episode_steps, autoreset_mode,
-                              thread_affinity_offset, work_in_recv, pin_memory)  # fmt: skip
+    options = {k: kwargs.pop(k) for k in inspect.signature(pool_config).parameters if k in kwargs}
+    config, pin = pool_config(num_envs, **options)
     names = ("num_envs", "batch_size", "num_threads", "work_in_recv", "seed", "seeds", "max_episode_steps",
              "same_step_autoreset", "thread_affinity_offset")
     fields = {k: getattr(config, k) for k in names}
     pool = EnvPool.__new__(EnvPool)
-    pool._setup(module.make(fields, dict(env_kwargs)), task_id, env_kwargs, autoreset_mode, pin)
+    autoreset_mode = options.get("autoreset_mode", "next_step")
+    pool._setup(module.make(fields, dict(kwargs)), task_id, kwargs, autoreset_mode, pin)
     return pool

@@ -87,9 +87,7 @@ def _action_reader(space: gym.Space, view: np.ndarray) -> Callable[[], Any]:
     if isinstance(space, gym.spaces.Discrete):
         start = int(space.start)
         return lambda: int(view[()]) + start
-    if isinstance(space, gym.spaces.MultiDiscrete):
-        return lambda: view.astype(space.dtype)
-    return lambda: view.astype(space.dtype)  # a copy: the env may keep it
+    return lambda: view.astype(space.dtype)  # Box, MultiDiscrete: a copy in the space's dtype (the env may keep it)
 
 
 def _worker_main(index: int, env_fns: bytes, conn: Any) -> None:

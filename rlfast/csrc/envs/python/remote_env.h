@@ -40,10 +40,10 @@ class RemoteEnv {
   static core::EnvSpec Spec(const Config& config) { return config.spec; }
 
   RemoteEnv(const Config& config, uint64_t seed, int env_id)
-      : channel_(config.channel), id_(env_id), pending_seed_(Clamp(seed)),
+      : channel_(config.channel), id_(env_id), pending_seed_(AsSeed(seed)),
         obs_bytes_(channel_->layout().obs_bytes), action_bytes_(channel_->layout().action_bytes) {}
 
-  void Seed(uint64_t seed) { pending_seed_ = Clamp(seed); }
+  void Seed(uint64_t seed) { pending_seed_ = AsSeed(seed); }
 
   void Reset() {
     channel_->Request(id_, core::RequestKind::kReset, pending_seed_);
@@ -72,7 +72,7 @@ class RemoteEnv {
 
  private:
   /// gymnasium seeds are Python ints >= 0; the channel carries int64 (-1: no seed).
-  static int64_t Clamp(uint64_t seed) { return static_cast<int64_t>(seed & 0x7fffffffffffffffULL); }
+  static int64_t AsSeed(uint64_t seed) { return static_cast<int64_t>(seed & 0x7fffffffffffffffULL); }
 
   std::shared_ptr<core::SharedChannel> channel_;
   const int id_;
