@@ -3,15 +3,16 @@
     pool = rlfast.make("my_pkg:MyEnv-v0", num_envs=64, batch_size=32)       # any gymnasium id
     pool = rlfast.make_from(lambda: MyEnv(level=3), num_envs=64)          # any env factory
 
-Data path of one step: ``send`` stores each env's action in the engine as for a C++ env; a pool
-thread takes the env's step and hands it to the env's proxy (``rlfast/csrc/envs/python/remote_env.h``),
-which writes the action into the env's slot of a shared-memory segment, queues the env with its
-worker process and waits; the worker (``_worker_loop`` below, one process per core by default, several
-envs each) steps the gymnasium env, writes its observation into the slot in place and answers; the
-proxy copies that observation into the pool's output ring and the pool does the rest. So send/recv,
-sync and async batches, ``env_id``, both autoreset modes, episode statistics, errors and ``close()``
-are the pool's own: an env raising surfaces at ``recv`` as ``rlfast.EnvError`` with its traceback; a
-worker process dying is an ``EnvError`` naming the worker and its envs, never a hang.
+Data path of one step: ``send`` writes each env's action into the env's slot of a shared-memory segment and
+queues the env on its worker's request ring, waking each sleeping worker once per send (the pool has no
+threads of its own: ``rlfast/csrc/envs/python/remote_pool.h``); the worker (``_worker_loop`` below, one
+process per core by default, several envs each) steps its queued envs one after the other, writes each
+observation into the env's slot in place and puts the env on its answer ring; ``recv``'s thread takes the
+answers that have arrived, copies each observation into the pool's output ring and commits it, sleeping
+only until the answers that can complete its block are there. So send/recv, sync and async batches,
+``env_id``, both autoreset modes, episode statistics, errors and ``close()`` are the pool's own: an env
+raising surfaces at ``recv`` as ``rlfast.EnvError`` with its traceback; a worker process dying is an
+``EnvError`` naming the worker and its envs, never a hang.
 
 Spaces: observations Box (uint8, bool, int32, int64, float32, float64), Discrete (int64 scalars) or
 MultiDiscrete (int64); actions Discrete (indices 0..n-1, the env's ``start`` added in the worker), Box
@@ -133,15 +134,16 @@ def _worker_loop(index: int, envs: list, shm_name: str, size: int, layout: tuple
     spec = _action_spec(action_space)
     act_dtype = np.int32 if spec["num_actions"] else np.float32
     act_shape = spec["action"]["shape"]
-    obs_views, readers = {}, {}
+    obs_views, final_views, readers = {}, {}, {}
     for i, env in enumerate(envs):
         e = first + i
         obs_views[e] = np.ndarray(obs_shape, obs_dtype, buffer=region, offset=channel.obs_offset(e))
+        final_views[e] = np.ndarray(obs_shape, obs_dtype, buffer=region, offset=channel.final_obs_offset(e))
         act = np.ndarray(act_shape, act_dtype, buffer=region, offset=channel.action_offset(e))
         readers[e] = (env, _action_reader(action_space, act))
-    reset = 1
+    reset, reset_when_done, last_step = channel.RESET, channel.RESET_WHEN_DONE, channel.LAST_STEP
     while True:
-        e, kind, seed = channel.next(index)
+        e, kind, seed, flags = channel.next(index)
         if e < 0:
             break
         env, read = readers[e]
@@ -151,8 +153,11 @@ def _worker_loop(index: int, envs: list, shm_name: str, size: int, layout: tuple
                 reward, terminated, truncated = 0.0, False, False
             else:
                 obs, reward, terminated, truncated, _ = env.step(read())
+                if flags & reset_when_done and (terminated or truncated or flags & last_step):
+                    final_views[e][...] = obs  # same-step autoreset: the pool's final_obs
+                    obs, _ = env.reset()
             obs_views[e][...] = obs
-            channel.answer(e, float(reward), bool(terminated), bool(truncated))
+            channel.reply(e, float(reward), bool(terminated), bool(truncated))
         except Exception:
             channel.fail(e, f"{type(env.unwrapped).__name__} in worker process {index} (pid {os.getpid()}):\n"
                             f"{traceback.format_exc()}")  # fmt: skip
@@ -194,9 +199,9 @@ class ProcessEnvPool(EnvPool):
             raise ValueError(f"num_workers must be an int in [1, num_envs={num_envs}], got {num_workers!r}")
         if context not in mp.get_all_start_methods():
             raise ValueError(f"context must be one of {mp.get_all_start_methods()}, got {context!r}")
-        # One pool thread per env: each waits on its env's worker while the env steps.
-        config, pin_memory = pool_config(num_envs, batch_size, num_envs, seed, seeds, max_episode_steps,
-                                         autoreset_mode, -1, False, pin_memory)  # fmt: skip
+        # No pool threads: send() queues each env with its worker, recv()'s thread writes the answers.
+        config, pin_memory = pool_config(num_envs, batch_size, 0, seed, seeds, max_episode_steps,
+                                         autoreset_mode, -1, True, pin_memory)  # fmt: skip
         self.num_workers = num_workers
         try:
             obs_space, action_space = self._start_workers(env_fns, num_workers, mp.get_context(context))

@@ -106,6 +106,34 @@ def test_episode_statistics_and_autoreset_modes():
         np.testing.assert_array_equal(obs[:, 1:].numpy(), [[-1, 0], [-1, 0]])
 
 
+def test_max_episode_steps_truncates_in_both_autoreset_modes_and_peeks_step_nothing():
+    with echo_pool(2, max_episode_steps=3) as pool:  # Echo ends by itself after 5 steps
+        pool.reset()
+        for _ in range(3):
+            obs, reward, term, trunc, info = pool.step(np.array([2, 3]))
+        assert trunc.all() and not term.any() and (info["episode_length"].numpy() == 3).all()
+        np.testing.assert_array_equal(obs[:, 1:].numpy(), [[2, 3], [3, 3]])  # the last obs, reset on next send
+        obs, reward, term, trunc, info = pool.step(np.array([1, 1]))
+        np.testing.assert_array_equal(obs[:, 1:].numpy(), [[-1, 0], [-1, 0]])
+        assert not trunc.any() and (info["elapsed_step"].numpy() == 0).all()
+        obs, *_ = pool.step(np.array([4, 4]))
+        pool._peek([0, 1])  # reports the current state again, steps nothing
+        peek, reward, term, trunc, info = pool.recv()
+        np.testing.assert_array_equal(peek.numpy(), obs.numpy())
+        assert (reward.numpy() == 0).all() and (info["elapsed_step"].numpy() == 1).all()
+    with echo_pool(2, max_episode_steps=3, autoreset_mode="same_step") as pool:
+        pool.reset()
+        for t in range(7):  # two truncations, each with the final obs in info and a fresh episode in obs
+            obs, reward, term, trunc, info = pool.step(np.array([4, 4]))
+            assert trunc.all() == (t % 3 == 2) and not term.any()
+            if t % 3 == 2:
+                np.testing.assert_array_equal(info["final_obs"][:, 1:].numpy(), [[4, 3], [4, 3]])
+                np.testing.assert_array_equal(obs[:, 1:].numpy(), [[-1, 0], [-1, 0]])
+                np.testing.assert_array_equal(info["episode_return"].numpy(), [12.0, 12.0])
+            else:
+                np.testing.assert_array_equal(obs[:, 1:].numpy(), [[4, t % 3 + 1], [4, t % 3 + 1]])
+
+
 def test_env_exception_surfaces_at_recv_naming_the_env_then_it_resets():
     with echo_pool(4, num_workers=2) as pool:
         pool.reset()

@@ -314,8 +314,12 @@ void Pool::Enqueue(const int32_t* env_ids, int64_t n, bool reset, bool peek) {
     items_.push_back({id, reset, peek});
   }
   unreceived_ += n;
-  actions_.Enqueue(items_.data(), items_.size());
+  Submit(items_.data(), items_.size());
 }
+
+void Pool::Submit(const ActionItem* items, std::size_t n) { actions_.Enqueue(items, n); }
+
+bool Pool::CompleteArrived(int /*ms*/) { return false; }
 
 void Pool::Send(const ActionArray& a, const int32_t* env_ids, int64_t n) {
   std::lock_guard<std::mutex> lock(book_mutex_);
@@ -462,8 +466,14 @@ int Pool::WaitBlock(const std::function<void()>& poll) {
   while (true) {
     int block = states_.TryReady();
     ActionItem item;
+    bool worked = false;
     if (block < 0 && !closed_ && TakeWork(&item)) {
       Process(item);  // the same code a worker runs; its result may complete any block
+      worked = true;
+    } else if (block < 0 && !closed_) {
+      worked = CompleteArrived(static_cast<int>(kPollInterval.count()));
+    }
+    if (worked) {
       if (Clock::now() >= next_check) {
         check();
         next_check = Clock::now() + kPollInterval;

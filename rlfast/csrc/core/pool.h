@@ -157,6 +157,14 @@ class Pool {
   void ParallelFor(int n, const std::function<void(int)>& body, const std::function<void()>& poll);
   /// Re-seeds one idle env. Implemented per env type.
   virtual void SeedEnv(int env_id, uint64_t seed) = 0;
+  /// Hands the items of one send to whatever runs them; called from Send/SendReset/SendPeek
+  /// under the pool's lock. Default: the pool's threads, through the action queue.
+  virtual void Submit(const ActionItem* items, std::size_t n);
+  /// recv()'s wait in a pool whose envs run outside its threads (Python envs in worker
+  /// processes): writes the results that have arrived into their slots and commits them,
+  /// waiting up to `ms` milliseconds for more. False if it cannot help (the default: the
+  /// pool's threads commit results), and recv() then sleeps until a block is complete.
+  virtual bool CompleteArrived(int ms);
 
   /// Pointer to field `f` of slot (block, slot).
   char* SlotPtr(int f, int block, int slot) const {

@@ -11,32 +11,40 @@
 #include <fstream>
 #include <new>
 #include <stdexcept>
-#include <thread>
 
 namespace rlfast::core {
 
 struct alignas(64) SharedChannel::Header {
   std::atomic<int32_t> closing;
   int32_t owner_pid;
+  // The pool's reader: it sleeps on `answers` with `reader_sleeping` set until `answered`
+  // (every worker's answers so far) reaches `wake_at`.
+  alignas(64) sem_t answers;
+  std::atomic<int32_t> reader_sleeping;
+  std::atomic<int64_t> wake_at;
+  alignas(64) std::atomic<int64_t> answered;
 };
 
-/// One worker's request queue: a ring of (env) entries with `count` places, stored in the
-/// EnvShared slots of the worker's own envs (place k in env first + k). Each env has at
-/// most one request outstanding, so the ring cannot overflow.
+/// One worker's two rings. Ring position p of worker w lives in the EnvShared of env
+/// first(w) + p % count(w) (request_entry / answer_entry): the env whose request or answer
+/// it is.
 struct alignas(64) SharedChannel::WorkerShared {
-  sem_t requests;              // one post per queued request (and one per Close)
-  std::atomic<int64_t> tail;   // next ring position; producers fetch_add it
-  int64_t head;                // next position the worker reads; the worker's alone
+  sem_t requests;                       // posted when the worker sleeps and requests came
+  std::atomic<int32_t> sleeping;
   std::atomic<int32_t> pid;
+  std::atomic<int64_t> request_tail;    // written by the main process
+  std::atomic<int64_t> request_head;    // the worker's
+  alignas(64) std::atomic<int64_t> answer_tail;  // written by the worker
+  int64_t answer_head;                  // the main process's
 };
 
 struct alignas(64) SharedChannel::EnvShared {
-  sem_t done;                      // posted once per answered request
-  std::atomic<int64_t> ring_seq;   // position + 1 of the ring entry stored in this place
-  int32_t ring_env;                // that entry: the env whose request it is
-  int32_t kind;                    // this env's request (RequestKind)
-  int64_t seed;                    // reset seed, -1 for none
-  int32_t failed;                  // the answer: 1 if the env raised (text at ErrorOffset)
+  int32_t request_entry;  // ring places (see WorkerShared)
+  int32_t answer_entry;
+  int32_t kind;           // this env's request (RequestKind), flags and reset seed (-1: none)
+  int32_t flags;
+  int64_t seed;
+  int32_t failed;         // its answer: 1 if the env raised (text at ErrorOffset)
   float reward;
   uint8_t terminated;
   uint8_t truncated;
@@ -65,12 +73,18 @@ bool TimedWait(sem_t* sem, int ms) {
   return true;
 }
 
+void InitSem(sem_t* sem) {
+  if (sem_init(sem, /*pshared=*/1, 0) != 0) {
+    throw std::runtime_error(std::string("sem_init failed: ") + std::strerror(errno));
+  }
+}
+
 }  // namespace
 
 int64_t SharedLayout::WorkersOffset() const { return Round64(sizeof(SharedChannel::Header)); }
 
 int64_t SharedLayout::EnvStride() const {
-  return Round64(sizeof(SharedChannel::EnvShared)) + Round64(action_bytes) + Round64(obs_bytes) +
+  return Round64(sizeof(SharedChannel::EnvShared)) + Round64(action_bytes) + 2 * Round64(obs_bytes) +
          Round64(kErrorBytes);
 }
 
@@ -83,7 +97,8 @@ int64_t SharedLayout::ActionOffset(int env) const {
   return EnvOffset(env) + Round64(sizeof(SharedChannel::EnvShared));
 }
 int64_t SharedLayout::ObsOffset(int env) const { return ActionOffset(env) + Round64(action_bytes); }
-int64_t SharedLayout::ErrorOffset(int env) const { return ObsOffset(env) + Round64(obs_bytes); }
+int64_t SharedLayout::FinalObsOffset(int env) const { return ObsOffset(env) + Round64(obs_bytes); }
+int64_t SharedLayout::ErrorOffset(int env) const { return FinalObsOffset(env) + Round64(obs_bytes); }
 int64_t SharedLayout::TotalBytes() const { return EnvOffset(num_envs); }
 
 std::pair<int, int> SharedLayout::EnvsOf(int w) const {
@@ -112,44 +127,47 @@ void SharedChannel::Init(pid_t owner) {
   Header* h = new (base_) Header;
   h->closing.store(0);
   h->owner_pid = owner;
+  InitSem(&h->answers);
+  h->reader_sleeping.store(0);
+  h->wake_at.store(0);
+  h->answered.store(0);
   for (int w = 0; w < layout_.num_workers; ++w) {
     WorkerShared* ws = new (&worker(w)) WorkerShared;
-    if (sem_init(&ws->requests, /*pshared=*/1, 0) != 0) {
-      throw std::runtime_error(std::string("sem_init failed: ") + std::strerror(errno));
-    }
-    ws->tail.store(0);
-    ws->head = 0;
+    InitSem(&ws->requests);
+    ws->sleeping.store(0);
     ws->pid.store(0);
+    ws->request_tail.store(0);
+    ws->request_head.store(0);
+    ws->answer_tail.store(0);
+    ws->answer_head = 0;
   }
   for (int e = 0; e < layout_.num_envs; ++e) {
     EnvShared* es = new (&env(e)) EnvShared;
-    if (sem_init(&es->done, /*pshared=*/1, 0) != 0) {
-      throw std::runtime_error(std::string("sem_init failed: ") + std::strerror(errno));
-    }
-    es->ring_seq.store(0);
-    es->ring_env = -1;
-    es->kind = 0;
-    es->seed = -1;
-    es->failed = 0;
-    es->reward = 0.0f;
-    es->terminated = es->truncated = 0;
+    *es = EnvShared{-1, -1, 0, 0, -1, 0, 0.0f, 0, 0};
   }
 }
 
 void SharedChannel::SetWorkerPid(int w, pid_t pid) { worker(w).pid.store(pid); }
 
+pid_t SharedChannel::WorkerPid(int w) const { return worker(w).pid.load(); }
+
 void SharedChannel::Close() {
   if (header().closing.exchange(1) != 0) return;
   for (int w = 0; w < layout_.num_workers; ++w) sem_post(&worker(w).requests);
-  for (int e = 0; e < layout_.num_envs; ++e) sem_post(&env(e).done);
+  sem_post(&header().answers);
 }
 
 void SharedChannel::Destroy() {
   for (int w = 0; w < layout_.num_workers; ++w) sem_destroy(&worker(w).requests);
-  for (int e = 0; e < layout_.num_envs; ++e) sem_destroy(&env(e).done);
+  sem_destroy(&header().answers);
 }
 
 bool SharedChannel::closing() const { return header().closing.load() != 0; }
+
+std::string SharedChannel::ErrorText(int e) const {
+  const char* text = base_ + layout_.ErrorOffset(e);
+  return std::string(text, strnlen(text, SharedLayout::kErrorBytes));
+}
 
 bool SharedChannel::WorkerAlive(int w) const {
   const pid_t pid = worker(w).pid.load();
@@ -164,60 +182,113 @@ bool SharedChannel::WorkerAlive(int w) const {
          (line[close + 2] != 'Z' && line[close + 2] != 'X');
 }
 
-std::tuple<float, bool, bool> SharedChannel::Request(int e, RequestKind kind, int64_t seed) {
+std::vector<int> SharedChannel::AbandonRequests(int w) {
+  WorkerShared& ws = worker(w);
+  const auto [first, count] = layout_.EnvsOf(w);
+  const int64_t answered = ws.answer_tail.load(std::memory_order_acquire);
+  const int64_t requested = ws.request_tail.load();
+  std::vector<int> envs;
+  for (int64_t p = std::max(answered, ws.answer_head); p < requested; ++p) {
+    envs.push_back(env(first + static_cast<int>(p % count)).request_entry);
+  }
+  ws.answer_tail.store(requested);
+  ws.answer_head = requested;
+  return envs;
+}
+
+void SharedChannel::Post(int e, RequestKind kind, int64_t seed, int32_t flags) {
   EnvShared& me = env(e);
   me.kind = static_cast<int32_t>(kind);
   me.seed = seed;
+  me.flags = flags;
   const int w = layout_.WorkerOf(e);
-  WorkerShared& ws = worker(w);
   const auto [first, count] = layout_.EnvsOf(w);
-  const int64_t pos = ws.tail.fetch_add(1);
-  EnvShared& place = env(first + static_cast<int>(pos % count));
-  place.ring_env = e;
-  place.ring_seq.store(pos + 1, std::memory_order_release);
-  sem_post(&ws.requests);
-  while (!TimedWait(&me.done, 100)) {
-    if (closing()) break;
-    if (!WorkerAlive(w)) {
-      throw std::runtime_error("worker process " + std::to_string(w) + " (pid " +
-                               std::to_string(ws.pid.load()) + "), which runs envs " +
-                               std::to_string(first) + "-" + std::to_string(first + count - 1) +
-                               ", died");
+  WorkerShared& ws = worker(w);
+  const int64_t tail = ws.request_tail.load(std::memory_order_relaxed);
+  env(first + static_cast<int>(tail % count)).request_entry = e;
+  ws.request_tail.store(tail + 1);  // seq_cst: ordered before WakeWorkers' read of `sleeping`
+  posted_[w] = 1;
+}
+
+void SharedChannel::WakeWorkers() {
+  for (int w = 0; w < layout_.num_workers; ++w) {
+    if (!posted_[w]) continue;
+    posted_[w] = 0;
+    if (worker(w).sleeping.exchange(0) != 0) sem_post(&worker(w).requests);
+  }
+}
+
+int SharedChannel::TakeAnswers(std::vector<Answer>* out) {
+  int n = 0;
+  for (int w = 0; w < layout_.num_workers; ++w) {
+    WorkerShared& ws = worker(w);
+    const auto [first, count] = layout_.EnvsOf(w);
+    const int64_t tail = ws.answer_tail.load(std::memory_order_acquire);
+    for (int64_t p = ws.answer_head; p < tail; ++p) {
+      const int e = env(first + static_cast<int>(p % count)).answer_entry;
+      const EnvShared& me = env(e);
+      out->push_back(Answer{e, static_cast<RequestKind>(me.kind), me.failed != 0, me.reward,
+                            me.terminated != 0, me.truncated != 0});
+      ++n;
     }
+    ws.answer_head = tail;
   }
-  if (closing()) throw std::runtime_error("the pool was closed while the env was stepping");
-  if (me.failed) {
-    const char* text = base_ + layout_.ErrorOffset(e);
-    throw std::runtime_error(std::string(text, strnlen(text, SharedLayout::kErrorBytes)));
-  }
-  return {me.reward, me.terminated != 0, me.truncated != 0};
+  taken_ += n;
+  return n;
 }
 
-std::tuple<int, int, int64_t> SharedChannel::Next(int w) {
+bool SharedChannel::WaitAnswers(int64_t need, int ms) {
+  Header& h = header();
+  const int64_t target = taken_ + need;
+  h.wake_at.store(target);
+  h.reader_sleeping.store(1);  // seq_cst with the load below against PushAnswer's (Dekker)
+  if (h.answered.load() < target && !closing()) TimedWait(&h.answers, ms);
+  // Woken, timed out, or the answers were already there: either way no post is owed now
+  // (a post that raced with this reset only makes a later wait return early).
+  h.reader_sleeping.store(0);
+  return h.answered.load() >= target;
+}
+
+std::tuple<int, int, int64_t, int32_t> SharedChannel::Next(int w) {
   WorkerShared& ws = worker(w);
-  while (!TimedWait(&ws.requests, 100)) {
-    if (closing() || getppid() != header().owner_pid) return {-1, 0, -1};
+  const int64_t head = ws.request_head.load(std::memory_order_relaxed);
+  while (true) {
+    if (closing()) return {-1, 0, -1, 0};
+    if (ws.request_tail.load() != head) break;
+    // Nothing queued: say so, look once more (Post's tail store and WakeWorkers' read of
+    // `sleeping` are the other half), then sleep until woken or every 100 ms to check that
+    // the pool and the main process are still there.
+    ws.sleeping.store(1);
+    if (ws.request_tail.load() == head && !TimedWait(&ws.requests, 100) && getppid() != header().owner_pid) {
+      return {-1, 0, -1, 0};
+    }
+    ws.sleeping.store(0);
   }
-  if (closing()) return {-1, 0, -1};
   const auto [first, count] = layout_.EnvsOf(w);
-  const int64_t pos = ws.head++;
-  EnvShared& place = env(first + static_cast<int>(pos % count));
-  // The producer stores its entry before posting, but another producer's post may have
-  // woken us first: wait the few instructions until this position's entry is stored.
-  for (int spins = 0; place.ring_seq.load(std::memory_order_acquire) != pos + 1; ++spins) {
-    if (spins > 1000) std::this_thread::yield();
-  }
-  const int e = place.ring_env;
-  return {e, env(e).kind, env(e).seed};
+  const int e = env(first + static_cast<int>(head % count)).request_entry;
+  ws.request_head.store(head + 1, std::memory_order_relaxed);
+  const EnvShared& me = env(e);
+  return {e, me.kind, me.seed, me.flags};
 }
 
-void SharedChannel::Answer(int e, float reward, bool terminated, bool truncated) {
+void SharedChannel::PushAnswer(int w, int e) {
+  WorkerShared& ws = worker(w);
+  const auto [first, count] = layout_.EnvsOf(w);
+  const int64_t tail = ws.answer_tail.load(std::memory_order_relaxed);
+  env(first + static_cast<int>(tail % count)).answer_entry = e;
+  ws.answer_tail.store(tail + 1, std::memory_order_release);
+  Header& h = header();
+  const int64_t answered = h.answered.fetch_add(1) + 1;
+  if (answered >= h.wake_at.load() && h.reader_sleeping.exchange(0) != 0) sem_post(&h.answers);
+}
+
+void SharedChannel::Reply(int e, float reward, bool terminated, bool truncated) {
   EnvShared& me = env(e);
   me.failed = 0;
   me.reward = reward;
   me.terminated = terminated;
   me.truncated = truncated;
-  sem_post(&me.done);
+  PushAnswer(layout_.WorkerOf(e), e);
 }
 
 void SharedChannel::Fail(int e, const std::string& what) {
@@ -227,7 +298,7 @@ void SharedChannel::Fail(int e, const std::string& what) {
   std::memcpy(text, what.data(), n);
   text[n] = '\0';
   me.failed = 1;
-  sem_post(&me.done);
+  PushAnswer(layout_.WorkerOf(e), e);
 }
 
 }  // namespace rlfast::core

@@ -9,15 +9,17 @@
 #include <cstdint>
 #include <string>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 namespace rlfast::core {
 
-/// Where everything lives in the shared-memory segment that connects a pool's proxy envs
-/// (threads of the main process) with the worker processes that run Python envs. Every
-/// process computes it from the same four numbers, so no pointer crosses a process.
+/// Where everything lives in the shared-memory segment that connects a pool in the main
+/// process with the worker processes that run Python envs. Every process computes it from
+/// the same four numbers, so no pointer crosses a process.
 ///
 /// Segment: Header | one WorkerShared per worker | per env: EnvShared, action bytes,
-/// obs bytes, error text (each part 64-byte aligned).
+/// obs bytes, final-obs bytes, error text (each part 64-byte aligned).
 struct SharedLayout {
   int num_envs = 0;
   int num_workers = 0;
@@ -29,6 +31,7 @@ struct SharedLayout {
   int64_t EnvOffset(int env) const;
   int64_t ActionOffset(int env) const;
   int64_t ObsOffset(int env) const;
+  int64_t FinalObsOffset(int env) const;
   int64_t ErrorOffset(int env) const;
   int64_t TotalBytes() const;
   /// Envs [first, first + count) run in worker `w`: contiguous, as even as possible.
@@ -39,47 +42,91 @@ struct SharedLayout {
   int64_t EnvStride() const;
 };
 
-/// What one request asks of a worker (EnvShared::kind).
+/// What one request asks of a worker.
 enum class RequestKind : int32_t { kStep = 0, kReset = 1 };
 
-/// A connection to one shared segment, usable from either side. The main process creates
-/// the segment's semaphores (Init) before starting the workers; each worker attaches.
+/// Request flags (bits).
+enum RequestFlags : int32_t {
+  /// Same-step autoreset: when the step ends the episode, the worker puts the final
+  /// observation in the env's final-obs bytes and resets the env (its next observation goes
+  /// to the obs bytes).
+  kResetWhenDone = 1,
+  /// The pool truncates the episode after this step (max_episode_steps): it ends the episode
+  /// whatever the env says.
+  kLastStep = 2,
+};
+
+/// One answer, as the pool reads it.
+struct Answer {
+  int env = -1;
+  RequestKind kind = RequestKind::kStep;
+  bool failed = false;  ///< the env raised: ErrorText(env) has its traceback
+  float reward = 0.0f;
+  bool terminated = false;
+  bool truncated = false;
+};
+
+/// The two one-way rings per worker of a shared segment, usable from either process:
+/// requests (main process -> worker: which env to step or reset) and answers (worker ->
+/// main process: which env is done). Each env has at most one request outstanding, so a
+/// ring of the worker's env count never overflows; each ring has one producer and one
+/// consumer, so a position is published by a release store of its tail.
 ///
-/// Proxy side (pool worker threads, any number concurrently, one per env at a time):
-/// Request() queues an env's step or reset with its worker and blocks until the worker
-/// answers, the pool closes, or the worker process dies (then it throws, naming them).
-/// Worker side (one thread per worker process): Next() blocks for the worker's next
-/// request; Answer()/Fail() reply to it.
+/// Wake-ups are batched: a side sleeps only when it has nothing to do and says so in a
+/// shared flag; the other side posts the semaphore only if that flag is set. A worker
+/// therefore wakes once per batch of requests, and the pool's reader asks to be woken only
+/// when the answers it waits for (`WaitAnswers(need)`) are all there.
+///
+/// Main process: Init (before starting workers), SetWorkerPid, Post + WakeWorkers (the
+/// pool's send, one thread at a time), TakeAnswers + WaitAnswers (the pool's reader, one
+/// thread at a time), WorkerAlive + AbandonRequests, Close, Destroy. Worker process: Next,
+/// Reply, Fail.
 class SharedChannel {
  public:
-  SharedChannel(void* base, const SharedLayout& layout) : base_(static_cast<char*>(base)), layout_(layout) {}
+  SharedChannel(void* base, const SharedLayout& layout)
+      : base_(static_cast<char*>(base)), layout_(layout), posted_(layout.num_workers, 0) {}
 
   /// Main process, once, before any worker attaches: initializes header and semaphores.
   void Init(pid_t owner);
-  /// Main process: records worker `w`'s pid (for the liveness checks of Request).
+  /// Main process: records worker `w`'s pid (for WorkerAlive).
   void SetWorkerPid(int w, pid_t pid);
-  /// Main process: tells every worker and every waiting proxy to stop. Idempotent.
+  /// Main process: tells every worker and a waiting reader to stop. Idempotent.
   void Close();
   /// Main process, after every worker is gone: destroys the semaphores.
   void Destroy();
   bool closing() const;
 
-  /// Proxy side: runs one request for `env` (`seed` >= 0: reset with that seed) and
-  /// returns (reward, terminated, truncated). Throws std::runtime_error with the env's
-  /// Python traceback if it raised, or naming the worker if it died or the pool closed.
-  std::tuple<float, bool, bool> Request(int env, RequestKind kind, int64_t seed);
+  /// Main process: queues a request for `env` (its action, if a step, already at
+  /// ActionPtr(env)); `seed` >= 0 for a reset with that seed. The worker is woken by the
+  /// next WakeWorkers().
+  void Post(int env, RequestKind kind, int64_t seed, int32_t flags);
+  /// Main process: wakes each worker that sleeps with requests queued since the last call.
+  void WakeWorkers();
+  /// Main process: appends every answer that has arrived to `out` (in each worker's order);
+  /// returns how many.
+  int TakeAnswers(std::vector<Answer>* out);
+  /// Main process: sleeps until `need` answers have arrived that TakeAnswers has not taken
+  /// yet, at most `ms` milliseconds; whether they are there.
+  bool WaitAnswers(int64_t need, int ms);
+  /// Main process: whether worker `w`'s process still runs (not exited, not a zombie).
+  bool WorkerAlive(int w) const;
+  pid_t WorkerPid(int w) const;
+  /// Main process, for a worker that died: the envs whose requests it will never answer
+  /// (it answers in request order), taken off its rings.
+  std::vector<int> AbandonRequests(int w);
 
-  /// Worker side: blocks for worker `w`'s next request and returns (env, kind, seed);
-  /// env -1 once the pool closes or the main process is gone. `poll` is not needed: the
-  /// wait wakes every 100 ms to check both.
-  std::tuple<int, int, int64_t> Next(int w);
-  /// Worker side: the answer to `env`'s request (its obs already written in place).
-  void Answer(int env, float reward, bool terminated, bool truncated);
+  /// Worker side: blocks for worker `w`'s next request and returns (env, kind, seed, flags);
+  /// env -1 once the pool closes or the main process is gone (checked every 100 ms).
+  std::tuple<int, int, int64_t, int32_t> Next(int w);
+  /// Worker side: `env`'s request is done (its obs, and final obs if it reset, in place).
+  void Reply(int env, float reward, bool terminated, bool truncated);
   /// Worker side: `env` raised; `what` (its traceback) goes to recv's EnvError.
   void Fail(int env, const std::string& what);
 
   char* ActionPtr(int env) const { return base_ + layout_.ActionOffset(env); }
   char* ObsPtr(int env) const { return base_ + layout_.ObsOffset(env); }
+  char* FinalObsPtr(int env) const { return base_ + layout_.FinalObsOffset(env); }
+  std::string ErrorText(int env) const;
   const SharedLayout& layout() const { return layout_; }
 
  private:
@@ -90,11 +137,14 @@ class SharedChannel {
   Header& header() const;
   WorkerShared& worker(int w) const;
   EnvShared& env(int e) const;
-  /// Whether worker `w`'s process still runs (not exited, not a zombie).
-  bool WorkerAlive(int w) const;
+  /// Pushes `env` on worker `w`'s answer ring and wakes the reader if it waits for it.
+  void PushAnswer(int w, int env);
 
   char* base_;
   SharedLayout layout_;
+  // Main process only (the pool's send and reader threads each own theirs).
+  std::vector<uint8_t> posted_;  ///< per worker: requests queued since WakeWorkers
+  int64_t taken_ = 0;            ///< answers TakeAnswers has returned
 };
 
 }  // namespace rlfast::core

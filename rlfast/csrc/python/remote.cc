@@ -8,9 +8,9 @@
 #include <utility>
 #include <vector>
 
-#include "rlfast/csrc/core/env_pool.h"
+#include "rlfast/csrc/core/pool.h"
 #include "rlfast/csrc/core/shared_channel.h"
-#include "rlfast/csrc/envs/python/remote_env.h"
+#include "rlfast/csrc/envs/python/remote_pool.h"
 #include "rlfast/csrc/python/registry.h"
 
 namespace rlfast::python {
@@ -52,25 +52,26 @@ core::SharedLayout MakeLayout(int num_envs, int num_workers, int64_t obs_bytes, 
 std::unique_ptr<core::Pool> MakeRemotePool(const std::string& task_id, const core::PoolConfig& config,
                                            std::shared_ptr<core::SharedChannel> channel,
                                            const py::dict& spec) {
-  envs::python::RemoteConfig rc;
-  rc.channel = std::move(channel);
-  rc.spec.obs = ArrayFromDict(spec["obs"].cast<py::dict>(), "obs");
-  rc.spec.num_actions = spec["num_actions"].cast<int64_t>();
-  rc.spec.action = ArrayFromDict(spec["action"].cast<py::dict>(), "action");
-  rc.spec.integer_actions = spec["integer_actions"].cast<bool>();
-  rc.spec.env_bytes = 2 * rc.channel->layout().obs_bytes;
-  if (rc.spec.obs.NumBytes() != static_cast<std::size_t>(rc.channel->layout().obs_bytes)) {
+  core::EnvSpec es;
+  es.obs = ArrayFromDict(spec["obs"].cast<py::dict>(), "obs");
+  es.num_actions = spec["num_actions"].cast<int64_t>();
+  es.action = ArrayFromDict(spec["action"].cast<py::dict>(), "action");
+  es.integer_actions = spec["integer_actions"].cast<bool>();
+  const core::SharedLayout& layout = channel->layout();
+  es.env_bytes = layout.TotalBytes() / layout.num_envs;
+  if (es.obs.NumBytes() != static_cast<std::size_t>(layout.obs_bytes)) {
     throw py::value_error("the obs spec does not match the shared layout");
   }
-  if (rc.spec.IsDiscrete()) {
-    return std::make_unique<core::EnvPool<envs::python::RemoteEnv<int32_t>>>(task_id, config, rc);
-  }
-  return std::make_unique<core::EnvPool<envs::python::RemoteEnv<float>>>(task_id, config, rc);
+  return std::make_unique<envs::python::RemotePool>(task_id, config, std::move(es), std::move(channel));
 }
 
 void BindSharedChannel(py::module_& m) {
   using core::SharedChannel;
-  py::class_<SharedChannel, std::shared_ptr<SharedChannel>>(m, "SharedChannel")
+  py::class_<SharedChannel, std::shared_ptr<SharedChannel>> channel(m, "SharedChannel");
+  channel.attr("RESET") = static_cast<int>(core::RequestKind::kReset);
+  channel.attr("RESET_WHEN_DONE") = static_cast<int>(core::kResetWhenDone);
+  channel.attr("LAST_STEP") = static_cast<int>(core::kLastStep);
+  channel
       .def(py::init([](uintptr_t address, int num_envs, int num_workers, int64_t obs_bytes,
                        int64_t action_bytes) {
              return std::make_shared<SharedChannel>(reinterpret_cast<void*>(address),
@@ -90,12 +91,13 @@ void BindSharedChannel(py::module_& m) {
       .def("envs_of", [](const SharedChannel& c, int w) { return c.layout().EnvsOf(w); })
       .def("obs_offset", [](const SharedChannel& c, int e) { return c.layout().ObsOffset(e); })
       .def("action_offset", [](const SharedChannel& c, int e) { return c.layout().ActionOffset(e); })
+      .def("final_obs_offset", [](const SharedChannel& c, int e) { return c.layout().FinalObsOffset(e); })
       .def("next",
            [](SharedChannel& c, int w) {
              py::gil_scoped_release release;
              return c.Next(w);
            })
-      .def("answer", &SharedChannel::Answer)
+      .def("reply", &SharedChannel::Reply)
       .def("fail", &SharedChannel::Fail);
 }
 

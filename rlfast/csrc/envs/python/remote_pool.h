@@ -1,0 +1,209 @@
+// Copyright rlfast authors.
+#ifndef RLFAST_CSRC_ENVS_PYTHON_REMOTE_POOL_H_
+#define RLFAST_CSRC_ENVS_PYTHON_REMOTE_POOL_H_
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "rlfast/csrc/core/pool.h"
+#include "rlfast/csrc/core/shared_channel.h"
+
+namespace rlfast::envs::python {
+
+/// The pool of Python envs that run in worker processes (rlfast/procpool.py). It has no
+/// threads of its own: send() writes each env's action into the env's shared slot and
+/// queues the env with its worker (core::SharedChannel::Post), waking each worker at most
+/// once per send; the worker steps its envs one after the other and answers each into its
+/// answer ring; recv()'s thread takes the answers that have arrived, writes them into the
+/// output ring and commits them (CompleteArrived), sleeping until the block it waits for
+/// can be complete. So an env step costs the main process a ring entry each way and a copy
+/// of its observation, no thread hand-off; send/recv, async batches, env ids, autoreset,
+/// episode statistics and error routing are the pool's own.
+///
+/// Episode bookkeeping (elapsed steps, returns, max_episode_steps, resets) is the pool's,
+/// as in core::EnvPool; the worker is told per request when the pool ends the episode
+/// (kLastStep) and, under same-step autoreset, to reset the env right after its last step
+/// (kResetWhenDone), so an episode end costs no second round trip.
+///
+/// Seeding follows gymnasium: the first reset after construction or reseeding passes the
+/// seed to `env.reset(seed=...)`; later resets continue the env's own RNG.
+class RemotePool : public core::Pool {
+ public:
+  RemotePool(std::string task_id, const core::PoolConfig& config, core::EnvSpec spec,
+             std::shared_ptr<core::SharedChannel> channel)
+      : Pool(std::move(task_id), config, std::move(spec)),
+        channel_(std::move(channel)),
+        elapsed_(config_.num_envs, 0),
+        episode_return_(config_.num_envs, 0.0),
+        needs_reset_(config_.num_envs, 1),
+        pending_seed_(config_.num_envs, -1) {
+    const core::SharedLayout& l = channel_->layout();
+    if (l.num_envs != config_.num_envs || static_cast<std::size_t>(l.obs_bytes) != fields_[0].NumBytes()) {
+      throw std::invalid_argument("the shared layout does not match the pool");
+    }
+    action_bytes_ = 4 * static_cast<std::size_t>(spec_.IsDiscrete() ? 1 : spec_.action.NumElements());
+    if (static_cast<int64_t>(action_bytes_) > l.action_bytes) {
+      throw std::invalid_argument("the shared action slots are too small");
+    }
+  }
+
+  ~RemotePool() override { Close(); }
+
+ protected:
+  void BuildEnv(int env_id) override { pending_seed_[env_id] = AsSeed(SeedFor(env_id)); }
+  void CheckInfoLayout() const override {}
+  void SeedEnv(int env_id, uint64_t seed) override {
+    pending_seed_[env_id] = AsSeed(seed);
+    needs_reset_[env_id] = 1;
+  }
+
+  /// Only peeks run here (Submit answers them at once): the env's current observation again.
+  void Process(const core::ActionItem& item) override {
+    if (!item.peek) throw std::logic_error("RemotePool: only peeks run in the main process");
+    WriteSlot(item.env_id, core::StepResult{}, Outcome::kPeek);
+  }
+
+  void Submit(const core::ActionItem* items, std::size_t n) override {
+    const int32_t same_step = final_obs_field_ >= 0 ? core::kResetWhenDone : 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const int id = items[i].env_id;
+      if (items[i].peek) {
+        Process(items[i]);
+        continue;
+      }
+      if (items[i].reset || needs_reset_[id]) {
+        channel_->Post(id, core::RequestKind::kReset, pending_seed_[id], 0);
+        pending_seed_[id] = -1;
+      } else {
+        const void* action = spec_.IsDiscrete() ? static_cast<const void*>(DiscreteAction(id))
+                                                : static_cast<const void*>(BoxAction(id));
+        std::memcpy(channel_->ActionPtr(id), action, action_bytes_);
+        const int32_t last = elapsed_[id] + 1 >= config_.max_episode_steps ? core::kLastStep : 0;
+        channel_->Post(id, core::RequestKind::kStep, -1, same_step | last);
+      }
+      outstanding_.fetch_add(1, std::memory_order_relaxed);
+    }
+    channel_->WakeWorkers();
+  }
+
+  bool CompleteArrived(int ms) override {
+    std::unique_lock<std::mutex> lock(reader_mutex_, std::try_to_lock);
+    if (!lock.owns_lock()) return false;  // another recv() completes: wait for its blocks
+    if (Drain() > 0) return true;
+    const int64_t outstanding = outstanding_.load(std::memory_order_relaxed);
+    if (outstanding == 0) return false;
+    // Sleep until the block being filled can be complete (or every request is answered).
+    const int64_t filled = claimed_.load(std::memory_order_relaxed) % config_.batch_size;
+    channel_->WaitAnswers(std::min<int64_t>(config_.batch_size - filled, outstanding), ms);
+    if (Drain() > 0) return true;
+    // Nothing came for `ms`: a worker that died never answers, so its envs fail now.
+    for (int w = 0; w < channel_->layout().num_workers; ++w) {
+      if (!channel_->WorkerAlive(w)) FailWorker(w);
+    }
+    return true;
+  }
+
+ private:
+  enum class Outcome { kStep, kReset, kFailed, kPeek };
+
+  static int64_t AsSeed(uint64_t seed) { return static_cast<int64_t>(seed & 0x7fffffffffffffffULL); }
+
+  /// Completes every answer that has arrived; how many.
+  int Drain() {
+    answers_.clear();
+    channel_->TakeAnswers(&answers_);
+    for (const core::Answer& a : answers_) {
+      core::StepResult r;
+      Outcome outcome = a.kind == core::RequestKind::kReset ? Outcome::kReset : Outcome::kStep;
+      if (a.failed) {
+        RecordError(a.env, channel_->ErrorText(a.env));
+        outcome = Outcome::kFailed;
+      } else if (outcome == Outcome::kStep) {
+        r.reward = a.reward;
+        r.terminated = a.terminated;
+        r.truncated = a.truncated;
+      }
+      WriteSlot(a.env, r, outcome);
+      outstanding_.fetch_sub(1, std::memory_order_relaxed);
+    }
+    return static_cast<int>(answers_.size());
+  }
+
+  /// Fails every env that dead worker `w` was asked to run and did not answer.
+  void FailWorker(int w) {
+    Drain();  // what it answered before it died stands
+    const auto [first, count] = channel_->layout().EnvsOf(w);
+    const std::string what = "worker process " + std::to_string(w) + " (pid " +
+                             std::to_string(channel_->WorkerPid(w)) + "), which runs envs " +
+                             std::to_string(first) + "-" + std::to_string(first + count - 1) + ", died";
+    for (const int e : channel_->AbandonRequests(w)) {
+      RecordError(e, what);
+      WriteSlot(e, core::StepResult{}, Outcome::kFailed);
+      outstanding_.fetch_sub(1, std::memory_order_relaxed);
+    }
+  }
+
+  /// Writes env `id`'s result into the next slot and commits it: core::EnvPool::Process's
+  /// bookkeeping, with the observation bytes the worker wrote into the env's shared slot.
+  void WriteSlot(int id, core::StepResult r, Outcome outcome) {
+    bool done = false;
+    if (outcome == Outcome::kReset) {
+      elapsed_[id] = 0;
+      episode_return_[id] = 0.0;
+      needs_reset_[id] = 0;
+    } else if (outcome == Outcome::kStep) {
+      ++elapsed_[id];
+      episode_return_[id] += r.reward;
+      r.truncated = r.truncated || elapsed_[id] >= config_.max_episode_steps;
+      done = r.terminated || r.truncated;
+    }
+    const core::StateBufferQueue::SlotRef ref = states_.Claim(id);
+    claimed_.fetch_add(1, std::memory_order_relaxed);
+    const int b = ref.block, s = ref.slot;
+    const core::CommonFields common{r.reward,     r.terminated,
+                                    r.truncated,  id,
+                                    elapsed_[id], static_cast<float>(episode_return_[id]),
+                                    elapsed_[id]};
+    common.Visit(SlotWriter(*this, /*first=*/1, b, s));
+    char* obs = SlotPtr(/*obs=*/0, b, s);
+    const std::size_t obs_bytes = fields_[0].NumBytes();
+    if (outcome == Outcome::kFailed) {
+      std::memset(obs, 0, obs_bytes);
+      needs_reset_[id] = 1;
+    } else if (done && final_obs_field_ >= 0) {
+      // Same-step autoreset: the worker reset the env right after this step.
+      std::memcpy(SlotPtr(final_obs_field_, b, s), channel_->FinalObsPtr(id), obs_bytes);
+      std::memcpy(obs, channel_->ObsPtr(id), obs_bytes);
+      elapsed_[id] = 0;
+      episode_return_[id] = 0.0;
+    } else {
+      std::memcpy(obs, channel_->ObsPtr(id), obs_bytes);
+      if (done) needs_reset_[id] = 1;  // next-step autoreset: the next send resets it
+    }
+    states_.Commit(b);
+  }
+
+  std::shared_ptr<core::SharedChannel> channel_;
+  std::size_t action_bytes_ = 0;
+  // Per env, touched by whichever thread has the env (send's, then the completing recv's).
+  std::vector<int32_t> elapsed_;
+  std::vector<double> episode_return_;
+  std::vector<uint8_t> needs_reset_;
+  std::vector<int64_t> pending_seed_;      ///< the next reset's seed, -1: none
+  std::atomic<int64_t> outstanding_{0};  ///< requests posted whose results are not written
+  std::atomic<int64_t> claimed_{0};      ///< slots written so far
+  std::mutex reader_mutex_;              ///< one completing recv() at a time
+  std::vector<core::Answer> answers_;
+};
+
+}  // namespace rlfast::envs::python
+
+#endif  // RLFAST_CSRC_ENVS_PYTHON_REMOTE_POOL_H_
