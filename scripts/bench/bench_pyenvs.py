@@ -4,6 +4,8 @@ Every contender runs the same gymnasium env, stepping pre-drawn random actions, 
 process (scripts/bench/bench_envs.py's ``run_in_child``), for a fixed wall-clock budget after a warm-up:
 
   single        one env stepped in a plain loop in one process: the env's own step rate on one core
+  loop-per-core the N envs split over min(cores, N) processes, each stepping its share in a plain loop,
+                nothing passed between processes: what any multi-process vector env could reach here
   rlfast        rlfast.make_from(env, N): worker processes (one per core), all N envs per send/recv
   rlfast-async  the same with batch_size = N / 2 (half the envs step while the other half is handed back)
   gym-sync      gymnasium SyncVectorEnv: every env in the calling process, one after the other
@@ -11,7 +13,7 @@ process (scripts/bench/bench_envs.py's ``run_in_child``), for a fixed wall-clock
   sb3-subproc   stable-baselines3 SubprocVecEnv (one process per env, pickled pipes), if installed
 
 Printed: env steps/s per contender and N, rlfast's ratio to gym-async, and its efficiency: its steps/s as a
-share of ``single`` x the cores it used (min(cores, N) workers).
+share of ``single`` x the cores it used (min(cores, N) workers) and as a share of ``loop-per-core``.
 
     python3 scripts/bench/bench_pyenvs.py                                   # CartPole-v1 and HalfCheetah-v5
     python3 scripts/bench/bench_pyenvs.py --tasks CartPole-v1 --num-envs 8 64 --seconds 3
@@ -19,6 +21,7 @@ share of ``single`` x the cores it used (min(cores, N) workers).
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import os
 import sys
 import time
@@ -36,7 +39,7 @@ import rlfast
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_envs import Stepper, draw_actions, measure, run_in_child  # noqa: E402 - scripts/bench/bench_envs.py
 
-CONTENDERS = ("single", "rlfast", "rlfast-async", "gym-sync", "gym-async", "sb3-subproc")
+CONTENDERS = ("single", "loop-per-core", "rlfast", "rlfast-async", "gym-sync", "gym-async", "sb3-subproc")
 
 
 @dataclass
@@ -121,7 +124,44 @@ def stepper(name: str, task: str, n: int, seed: int) -> Stepper:
     return Stepper(vector, venv.close, n, n, 1 if name == "gym-sync" else n)
 
 
+def loops_per_core(task: str, n: int, args: Args) -> tuple[int, float]:
+    """``loop-per-core``: min(cores, n) forked processes, each stepping its share of the n envs in a plain loop
+    for the same warm-up and seconds, started together; (their steps, seconds)."""
+    ctx = mp.get_context("fork")
+    procs = min(len(os.sched_getaffinity(0)), n)
+    start, results = ctx.Barrier(procs), ctx.Queue()
+
+    def run(k: int) -> None:
+        envs = [make_env(task) for _ in range(n // procs + (1 if k < n % procs else 0))]
+        for j, env in enumerate(envs):
+            env.reset(seed=args.seed + k * n + j)
+        acts = draw_actions(envs[0].action_space, len(envs), args.seed + k)
+        i = 0
+
+        def step() -> int:
+            nonlocal i
+            for j, env in enumerate(envs):
+                _, _, term, trunc, _ = env.step(acts[i % len(acts)][j])
+                if term or trunc:
+                    env.reset()
+            i += 1
+            return len(envs)
+
+        start.wait()
+        results.put(measure(Stepper(step, lambda: None, len(envs), len(envs), 1), args.warmup, args.seconds))
+
+    workers = [ctx.Process(target=run, args=(k,), daemon=True) for k in range(procs)]
+    for w in workers:
+        w.start()
+    got = [results.get(timeout=args.warmup + args.seconds + 300) for _ in workers]
+    for w in workers:
+        w.join()
+    return sum(steps / secs for steps, secs in got), 1.0
+
+
 def measure_one(name: str, task: str, n: int, args: Args) -> tuple[int, float]:
+    if name == "loop-per-core":
+        return loops_per_core(task, n, args)
     s = stepper(name, task, n, args.seed)
     try:
         return measure(s, args.warmup, args.seconds)
@@ -173,6 +213,14 @@ def format_table(task: str, rates: dict[str, dict[int, Optional[float]]], sizes:
         if single:
             cells = [f"{rates[name][n] / (single * min(cores, n)):.0%}" if rates[name].get(n) else "-" for n in sizes]
             lines.append(f"| {name} / (single x cores used) | " + " | ".join(cells) + " |")
+        if "loop-per-core" in rates:
+            ref = rates["loop-per-core"]
+            cells = [f"{rates[name][n] / ref[n]:.0%}" if rates[name].get(n) and ref.get(n) else "-" for n in sizes]
+            lines.append(f"| {name} / loop-per-core | " + " | ".join(cells) + " |")
+    if single and "loop-per-core" in rates:
+        ref = rates["loop-per-core"]
+        cells = [f"{ref[n] / (single * min(cores, n)):.0%}" if ref.get(n) else "-" for n in sizes]
+        lines.append("| loop-per-core / (single x cores used) | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

@@ -54,14 +54,11 @@ namespace {
 
 constexpr int64_t Round64(int64_t n) { return (n + 63) / 64 * 64; }
 
-/// sem_wait with a short spin first and a deadline `ms` from now; whether a post was taken.
+/// sem_wait with a deadline `ms` from now; whether a post was taken. No spinning first: a
+/// side waits only when the other has work to do, and on a machine with as many busy
+/// processes as cores a spin takes the core of the process it waits for.
 bool TimedWait(sem_t* sem, int ms) {
-  for (int i = 0; i < 200; ++i) {
-    if (sem_trywait(sem) == 0) return true;
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-  }
+  if (sem_trywait(sem) == 0) return true;
   timespec deadline;
   clock_gettime(CLOCK_REALTIME, &deadline);
   int64_t ns = deadline.tv_nsec + static_cast<int64_t>(ms) * 1000000;

@@ -1,0 +1,26 @@
+"""Smoke test of scripts/bench/bench_pyenvs.py: tiny budgets, real measurements, the table with its ratios."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = str(ROOT / "scripts" / "bench" / "bench_pyenvs.py")
+
+
+def test_cartpole_table_with_every_ratio():
+    proc = subprocess.run(
+        [sys.executable, SCRIPT, "--tasks", "CartPole-v1", "--num-envs", "2", "4", "--seconds", "0.2", "--warmup",
+         "0.05", "--contenders", "single", "loop-per-core", "rlfast", "rlfast-async", "gym-async"],
+        check=False, capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert re.search(r"CartPole-v1 \(one env alone in one process: [\d,]+ steps/s\)", out)
+    for row in ("loop-per-core", "rlfast", "rlfast-async", "gym-async"):  # a measured rate for each N
+        assert re.search(rf"^\| {row} \| [\d,]+ \| [\d,]+ \|$", out, re.M), row
+    for row in ("rlfast / gym-async", "rlfast-async / gym-async"):
+        assert re.search(rf"^\| {row} \| [\d.]+x \| [\d.]+x \|$", out, re.M), row
+    for row in ("rlfast / (single x cores used)", "rlfast / loop-per-core", "loop-per-core / (single x cores used)"):
+        assert re.search(rf"^\| {re.escape(row)} \| \d+% \| \d+% \|$", out, re.M), row
