@@ -73,13 +73,20 @@ def evaluate(
     returns, lengths = torch.zeros(n), torch.zeros(n, dtype=torch.int64)
     finished = torch.zeros(n, dtype=torch.bool)
     obs, _ = envs.reset()
+    # A recurrent policy's state, zeroed where an episode starts: after a reset step (next-step autoreset).
+    state = agent.initial_state(n, device) if hasattr(agent, "initial_state") else None
+    starts, done = torch.ones(n, dtype=torch.bool), torch.zeros(n, dtype=torch.bool)
     while not finished.all():
         x = obs.to(device)
         if obs_normalizer is not None:
             x = obs_normalizer(x)
         with torch.no_grad():
-            action = agent.act(x, greedy=greedy)
+            if state is None:
+                action = agent.act(x, greedy=greedy)
+            else:
+                action, state = agent.act(x, greedy=greedy, state=state, starts=starts.to(device))
         obs, _, terminated, truncated, info = envs.step(action.cpu())
+        starts, done = done, terminated | truncated
         first = (terminated | truncated) & ~finished
         returns = torch.where(first, info["episode_return"].float(), returns)
         lengths = torch.where(first, info["episode_length"].long(), lengths)

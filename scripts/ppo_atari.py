@@ -8,6 +8,7 @@ rollout storage on the training device and a profile of where the time goes. The
     python scripts/ppo_atari.py                                   # CleanRL defaults: Pong-v5, 10M steps
     python scripts/ppo_atari.py --env-id Breakout-v5 --seed 2
     python scripts/ppo_atari.py --config configs/pong_5min.toml   # 16 cores + 1 GPU (see the file)
+    python scripts/ppo_atari.py --recurrent lstm                  # CleanRL's ppo_atari_lstm.py
     python scripts/ppo_atari.py --resume runs/<run>/checkpoint.pt # continue that run (same run dir)
     torchrun --nproc-per-node 2 scripts/ppo_atari.py              # 2 ranks (GPUs) x 4 envs: same run as 1 x 8
     python scripts/evaluate.py runs/<run>                         # full games, raw scores
@@ -21,6 +22,11 @@ envs are two pools of ``num_envs / 2`` (env i keeps seed ``seed + i``): one half
 the policy acts on the other. Every env still gets each action from the current policy, so
 the rollout is PPO's.
 
+``--recurrent lstm`` (or ``gru``) is CleanRL's ``ppo_atari_lstm.py``: an LSTM of 128 units after the CNN
+(``RecurrentNatureCNNAgent``), its state kept per env on the device and zeroed before an observation that
+starts an episode (a life, under episodic life, as CleanRL's), the state at each rollout's start stored, and
+minibatches of whole env rollouts unrolled from it; ``--num-envs`` must split into ``--num-minibatches``.
+
 ``charts/episodic_return`` is the raw score of a whole game (all lives, unclipped) and
 ``charts/episodic_length`` its agent steps, as CleanRL logs them (``rlfast/algos/episodes.py``);
 the losses use the clipped, per-life rewards and dones, as CleanRL's. Episode ends use
@@ -29,7 +35,7 @@ next-step autoreset and CleanRL's done convention (``rlfast/algos/gae.py``).
 
 import sys
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Literal, Optional
 
 import gymnasium as gym
 import numpy as np
@@ -41,9 +47,9 @@ from rlfast.algos.config import parse_or_resume
 from rlfast.algos.distributed import World
 from rlfast.algos.episodes import Episodes
 from rlfast.algos.gae import gae
-from rlfast.algos.nets import NatureCNNAgent, set_speed
+from rlfast.algos.nets import NatureCNNAgent, RecurrentNatureCNNAgent, set_speed
 from rlfast.algos.ppo import (LOSS_NAMES, PPOArgs, PPOLoss, Rollout, adapt_lr, anneal_lr, explained_variance,
-                              normalize_advantages, ppo_loss)  # fmt: skip
+                              normalize_advantages, ppo_loss, sequence_rows)  # fmt: skip
 from rlfast.algos.run import Run
 from rlfast.algos.runargs import RunArgs, usage_error
 
@@ -72,11 +78,17 @@ class Args(PPOArgs, RunArgs):
     """env pool worker threads in all, split between the two pools with --overlap (None: min(cores, num_envs))"""
     overlap: bool = False
     """two pools of num_envs/2: one half steps while the policy acts on the other (num_envs must be even)"""
+    recurrent: Literal["none", "lstm", "gru"] = "none"
+    """a recurrent core after the CNN (lstm: CleanRL's ppo_atari_lstm, 128 units); minibatches are then whole env
+    rollouts, num_envs / num_minibatches envs each"""
 
     def validate(self) -> list[str]:
         problems = super().validate()
         if self.overlap and self.num_envs % 2:
             problems.append(f"--overlap splits the envs in two halves: --num-envs {self.num_envs} must be even")
+        if self.recurrent != "none" and self.num_envs % self.num_minibatches:
+            problems.append(f"--recurrent trains on whole env rollouts: --num-envs {self.num_envs} must split into "
+                            f"--num-minibatches {self.num_minibatches}")  # fmt: skip
         return problems
 
 
@@ -84,7 +96,7 @@ Agent = NatureCNNAgent
 """CleanRL's Nature CNN trunk shared by a linear actor and critic (rlfast/algos/nets.py)."""
 
 
-def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> Agent:
+def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> nn.Module:
     """The network for these spaces (scripts/evaluate.py rebuilds it from a checkpoint with this).
 
     ``obs_space``: the stacked observations, (4, 84, 84) uint8 (the CNN's Linear(3136) fixes 84x84).
@@ -92,6 +104,8 @@ def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> Age
     if tuple(obs_space.shape) != (STACK, 84, 84):
         raise usage_error(f"{args.env_id} observations are {tuple(obs_space.shape)}; the Nature CNN needs "
                           f"({STACK}, 84, 84) (grayscale 84x84 frames, {STACK} stacked)")  # fmt: skip
+    if args.recurrent != "none":
+        return RecurrentNatureCNNAgent(STACK, int(action_space.n), cell=args.recurrent)
     return Agent(STACK, int(action_space.n))
 
 
@@ -121,34 +135,53 @@ def make_groups(run: Run, args: Args) -> list[EnvGroup]:
     return groups
 
 
-def minibatch_loss(agent: Agent, args: Args, mb: dict[str, torch.Tensor]) -> PPOLoss:
-    """PPO's loss on one minibatch (rows of ``Rollout.batch``, advantages already normalized)."""
-    _, newlogprob, entropy, newvalue = agent.get_action_and_value(mb["obs"], mb["actions"])
+def minibatch_loss(agent: nn.Module, args: Args, mb: dict[str, torch.Tensor]) -> PPOLoss:
+    """PPO's loss on one minibatch (rows of ``Rollout.batch``, advantages already normalized; recurrent: whole env
+    rollouts, time-major, with their ``state`` at the rollout's start and episode ``starts``)."""
+    if args.recurrent != "none":
+        _, newlogprob, entropy, newvalue, _ = agent.get_action_and_value(mb["obs"], mb["state"], mb["starts"],
+                                                                         mb["actions"])  # fmt: skip
+    else:
+        _, newlogprob, entropy, newvalue = agent.get_action_and_value(mb["obs"], mb["actions"])
     return ppo_loss(newlogprob, mb["logprobs"], mb["advantages"], newvalue, mb["values"], mb["returns"], entropy,
                     clip_coef=args.clip_coef, ent_coef=args.ent_coef, vf_coef=args.vf_coef, clip_vloss=args.clip_vloss,
                     kl_coef=args.kl_coef, norm_adv=False)  # fmt: skip
 
 
-def update(agent: Agent, optimizer: torch.optim.Optimizer, loss_fn: Callable[..., PPOLoss], rollout: Rollout,
-           next_obs: torch.Tensor, next_done: torch.Tensor, args: Args, world: World = World()) -> dict[str, float]:
+def update(agent: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable[..., PPOLoss], rollout: Rollout,
+           next_obs: torch.Tensor, next_done: torch.Tensor, args: Args, world: World = World(),
+           memory: Optional[dict[str, torch.Tensor]] = None) -> dict[str, float]:  # fmt: skip
     """One iteration's update, CleanRL's: GAE advantages, then ``update_epochs`` passes of shuffled minibatches.
     ``loss_fn`` is ``minibatch_loss`` (maybe compiled). Under torchrun a minibatch is global: ``world`` gives
-    this rank's rows of it and their share, and sums the gradients (rlfast/algos/distributed.py)."""
+    this rank's rows of it and their share, and sums the gradients (rlfast/algos/distributed.py).
+
+    ``memory`` (recurrent): ``state`` [B, S, H] at the rollout's start, ``starts`` [T, B], and ``next_state`` /
+    ``next_start`` of ``next_obs``; minibatches are then shuffled envs, each with all T steps (CleanRL's
+    ppo_atari_lstm), a rank taking its own envs of each."""
+    T, B = rollout.rewards.shape
     with torch.no_grad():
-        next_value = agent.get_value(next_obs)
+        if memory is None:
+            next_value = agent.get_value(next_obs)
+        else:
+            next_value = agent.get_value(next_obs, memory["next_state"], memory["next_start"])
         advantages, returns = gae(rollout.rewards, rollout.values, rollout.dones, next_value, next_done, args.gamma,
                                   args.gae_lambda)  # fmt: skip
     batch = rollout.batch(advantages, returns)
-    rows = advantages.numel() * world.world_size
-    size = rows // args.num_minibatches
+    if memory is not None:
+        batch["starts"] = memory["starts"].reshape(-1)
+    units = (B if memory is not None else T * B) * world.world_size  # what is shuffled: envs or samples
+    size = units // args.num_minibatches
     stats = []
     for _ in range(args.update_epochs):
-        perm = torch.randperm(rows, device=advantages.device)
-        for mb_rows, share in world.minibatches(perm, size, num_envs=advantages.shape[1]):
+        perm = torch.randperm(units, device=advantages.device)
+        for mb_units, share in world.minibatches(perm, size, num_envs=B):
+            mb_rows = mb_units if memory is None else sequence_rows(mb_units, T, B)
             mb = {key: v.index_select(0, mb_rows) for key, v in batch.items()}
+            if memory is not None:
+                mb["state"] = memory["state"].index_select(0, mb_units)
             if args.norm_adv:  # per minibatch, as CleanRL (over all ranks' rows of it)
                 adv = mb["advantages"]
-                mb["advantages"] = normalize_advantages(adv, mean_std=world.mean_std(adv, size))
+                mb["advantages"] = normalize_advantages(adv, mean_std=world.mean_std(adv, size * (T if memory else 1)))
             optimizer.zero_grad(set_to_none=True)
             if share > 0:
                 out = loss_fn(agent, args, mb)
@@ -195,13 +228,25 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     for group in groups:
         frames, info = group.pool.reset()
         next_obs[group.envs] = group.stack.update(frames.to(device), group.ids, info["new_game"].to(device))
+    memory = None  # --recurrent: each env's state before next_obs, whether next_obs starts an episode, and the rollout's
+    if args.recurrent != "none":
+        memory = {"next_state": agent.initial_state(B, device), "next_start": torch.ones(B, dtype=torch.bool,
+                  device=device), "state": agent.initial_state(B, device), "starts": torch.zeros((T, B),
+                  dtype=torch.bool, device=device)}  # fmt: skip
 
     def act(group: EnvGroup, step: int, noise: torch.Tensor) -> None:
         """Stores the group's current obs at ``step``, samples its actions (with the step's ``noise`` of the rank's
         envs, ``Run.action_noise``) and sends them to its pool."""
         x = next_obs[group.envs]
         with timer("inference"), torch.no_grad():
-            action, logprob, _, value = policy(x, None, noise[group.envs])
+            if memory is None:
+                action, logprob, _, value = policy(x, None, noise[group.envs])
+            else:  # the state goes on from each env's last step, zeroed where x starts an episode
+                start = memory["next_start"][group.envs]
+                action, logprob, _, value, state = policy(x, memory["next_state"][group.envs], start, None,
+                                                          noise[group.envs])  # fmt: skip
+                memory["next_state"][group.envs] = state
+                memory["starts"][step, group.envs] = start
             rollout.store((step, group.envs), obs=x, dones=next_done[group.envs], actions=action, logprobs=logprob,
                           values=value)  # fmt: skip
         with timer("env"):
@@ -214,6 +259,8 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
             # this one; the copies below are queued first and the next act() synchronizes before send.
             o, r, term, trunc, info = group.pool.recv()
             rollout.store((step, group.envs), rewards=r)
+            if memory is not None:  # after an episode's last obs (a reset step) comes the next one's first
+                memory["next_start"][group.envs] = next_done[group.envs]
             torch.logical_or(term.to(device, non_blocking=True), trunc.to(device, non_blocking=True),
                              out=next_done[group.envs])  # fmt: skip
             new_game = info["new_game"]
@@ -224,6 +271,8 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     with run:
         for iteration in run.iterations():
             anneal_lr(optimizer, args, iteration)
+            if memory is not None:  # the state each env's rollout starts from: the update unrolls from it
+                memory["state"].copy_(memory["next_state"])
             # With two groups, one group's envs step while the other group is received and acted on.
             for step in range(T):
                 noise = run.action_noise(num_actions)
@@ -235,7 +284,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
                 receive(group, T - 1)
 
             with timer("train"):
-                scalars = update(agent, optimizer, loss_fn, rollout, next_obs, next_done, args, run.world)
+                scalars = update(agent, optimizer, loss_fn, rollout, next_obs, next_done, args, run.world, memory)
             run.end_iteration(args.batch_size, scalars, episodes.table)
     return run.exit_code
 

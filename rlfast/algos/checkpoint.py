@@ -205,7 +205,9 @@ class Policy(Protocol):
 
     def act(self, obs: torch.Tensor, greedy: bool = False) -> torch.Tensor:
         """A batch of observations [N, *obs_shape] (normalized when the checkpoint has ``normalizers["obs"]``)
-        -> actions [N, ...] the env accepts: the most likely (greedy) or sampled ones."""
+        -> actions [N, ...] the env accepts: the most likely (greedy) or sampled ones. A recurrent policy also has
+        ``initial_state(n, device)`` and takes and returns its state: ``act(obs, greedy, state=, starts=)`` ->
+        ``(actions, state)``, ``starts`` [N] true where obs begins an episode."""
         ...
 
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> Any: ...

@@ -127,6 +127,13 @@ class Rollout:
         }  # fmt: skip
 
 
+def sequence_rows(envs: torch.Tensor, num_steps: int, num_envs: int) -> torch.Tensor:
+    """The rows of ``Rollout.batch`` (a [T, B] rollout flattened) that hold the whole rollouts of ``envs``, time-major:
+    row ``t * len(envs) + k`` is env ``envs[k]`` at step t. A recurrent policy's minibatch (CleanRL's
+    ppo_atari_lstm: minibatches of envs, each unrolled over all T steps from its state at the rollout's start)."""
+    return (torch.arange(num_steps, device=envs.device)[:, None] * num_envs + envs[None, :]).flatten()
+
+
 class PPOLoss(NamedTuple):
     """Scalar tensors (no ``.item()``: read them once per iteration, off the hot path)."""
 

@@ -196,3 +196,30 @@ def test_fp32_tail_runs_the_last_layers_in_float32_under_bf16():
     assert net.state_dict().keys() == FrameNet(*trunk, head).state_dict().keys()  # checkpoints unchanged
     with pytest.raises(ValueError, match="fp32_tail must be in"):
         FrameNet(torch.nn.Linear(2, 2), fp32_tail=2)
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_recurrent_core_is_torch_own_cell_and_starts_zero_the_state(cell):
+    """``RecurrentNatureCNNAgent.unroll`` writes out nn.LSTM's / nn.GRU's equations on their parameters: the same
+    outputs as the module over a sequence; a start at step t equals unrolling from zeros at t."""
+    from rlfast.algos.nets import RecurrentNatureCNNAgent
+
+    torch.manual_seed(0)
+    agent = RecurrentNatureCNNAgent(4, 6, cell=cell).double()
+    T, N = 6, 3
+    features = torch.randn(T * N, 512, dtype=torch.float64)
+    agent.network.forward = lambda x: x  # feed features straight to the core
+    state = torch.randn(N, 2 if cell == "lstm" else 1, 128, dtype=torch.float64)
+    out, final = agent.unroll(features, state, torch.zeros(T * N, dtype=torch.bool))
+    h0 = state[:, 0].unsqueeze(0).contiguous()
+    ref, ref_final = agent.core(features.view(T, N, 512), (h0, state[:, 1].unsqueeze(0).contiguous()) if cell == "lstm"
+                                else h0)  # fmt: skip
+    torch.testing.assert_close(out, ref.reshape(T * N, 128), rtol=0, atol=1e-12)
+    ref_h = ref_final[0][0] if cell == "lstm" else ref_final[0]
+    torch.testing.assert_close(final[:, 0], ref_h, rtol=0, atol=1e-12)
+    starts = torch.zeros(T, N, dtype=torch.bool)
+    starts[3, 1] = True  # env 1 starts an episode at step 3
+    out, _ = agent.unroll(features, state, starts.flatten())
+    fresh, _ = agent.unroll(features.view(T, N, 512)[3:, 1], agent.initial_state(1).double(), torch.zeros(T - 3))
+    torch.testing.assert_close(out.view(T, N, 128)[3:, 1], fresh, rtol=0, atol=1e-12)
+    torch.testing.assert_close(out.view(T, N, 128)[:3], ref.view(T, N, 128)[:3], rtol=0, atol=1e-12)

@@ -1,0 +1,90 @@
+"""Recurrent policies (--recurrent lstm/gru) in the trainers: the invariant that makes recurrent PPO correct.
+
+Before an update's first gradient step the weights are the ones that acted, so recomputing each sample's
+log-probability from the stored rollout (state at the rollout's start, episode starts, minibatch assembly)
+must give the acting one back: ratio 1 for every sample. Each check runs the real trainer in-process on
+Breakout (episodic life: a random agent loses lives inside every rollout) and records, through the loss, what
+the update recomputes. The actor is re-initialized with gain 1 (CleanRL's 0.01 makes near-uniform logits that
+hide a wrong state) and the recomputation is repeated with the state handling broken, which must then differ:
+the test can fail.
+"""
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+ROOT = Path(__file__).resolve().parents[2]
+TOL = 1e-5
+"""|log ratio| allowed, in float32 (the runs here leave --auto-speed's bfloat16 CNN off): acting runs the CNN and the
+input projection on one step of the envs, the update on whole rollouts, and matrix products of other shapes may
+round the last bits differently. (Under bfloat16 a last-bit difference in a convolution's float32 sum can flip a
+feature's bfloat16 rounding: up to ~6e-5 here, for feed-forward PPO as much.)"""
+
+
+def load(script: str):
+    spec = importlib.util.spec_from_file_location(f"recurrent_{script[:-3]}", ROOT / "scripts" / script)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def sharpen(make_agent):
+    """``make_agent`` whose actor has gain 1, so that log-probabilities depend on the recurrent state."""
+
+    def make(*args, **kwargs):
+        agent = make_agent(*args, **kwargs)
+        nn.init.orthogonal_(agent.actor.weight, 1.0)
+        return agent
+
+    return make
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_ppo_atari_recomputes_the_acting_log_probs_before_the_first_gradient_step(cell, tmp_path):
+    ppo = load("ppo_atari.py")
+    ppo.make_agent = sharpen(ppo.make_agent)
+    calls = []
+    loss = ppo.minibatch_loss
+
+    def spy(agent, args, mb):
+        with torch.no_grad():
+            new = agent.get_action_and_value(mb["obs"], mb["state"], mb["starts"], mb["actions"])
+            unreset = agent.get_action_and_value(mb["obs"], mb["state"], torch.zeros_like(mb["starts"]), mb["actions"])
+            zeroed = agent.get_action_and_value(mb["obs"], torch.zeros_like(mb["state"]), mb["starts"], mb["actions"])
+        calls.append({"logprobs": mb["logprobs"], "values": mb["values"], "starts": mb["starts"], "state": mb["state"],
+                      "new": new[1], "new_values": new[3], "unreset": unreset[1], "zeroed": zeroed[1]})  # fmt: skip
+        return loss(agent, args, mb)
+
+    ppo.minibatch_loss = spy
+    # One minibatch per update (every env, in shuffled order) and one epoch: each recorded call comes before its
+    # update's gradient step. Three iterations: the later rollouts start from a carried-over state.
+    args = ppo.Args(env_id="Breakout-v5", recurrent=cell, num_envs=4, num_steps=64, num_minibatches=1,
+                    update_epochs=1, total_timesteps=3 * 4 * 64, cuda=False, torch_threads=1, auto_speed=False,
+                    runs_dir=str(tmp_path / "runs"), save_interval=0)  # fmt: skip
+    assert ppo.main(args) == 0
+    assert len(calls) == 3
+    for k, c in enumerate(calls):
+        assert c["logprobs"].shape == (4 * 64,)
+        logratio = c["new"] - c["logprobs"]
+        assert logratio.abs().max().item() <= TOL, (k, logratio.abs().max().item())
+        assert (c["new_values"] - c["values"]).abs().max().item() <= 10 * TOL
+    starts = torch.stack([c["starts"].view(64, 4)[1:] for c in calls])
+    assert starts.any(), "no episode (life) started inside a rollout: the test would not see a reset"
+    # Without the resets at episode starts, or from a zero state instead of the stored one, it differs.
+    assert max((c["unreset"] - c["logprobs"]).abs().max().item() for c in calls) > 100 * TOL
+    assert calls[1]["state"].abs().sum() > 0
+    assert max((c["zeroed"] - c["logprobs"]).abs().max().item() for c in calls[1:]) > 100 * TOL
+    if cell == "lstm":  # evaluate.py carries the state through whole games
+        (run_dir,) = (tmp_path / "runs").iterdir()
+        proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "evaluate.py"), str(run_dir), "--episodes", "1",
+                               "--sample"],
+                              capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        assert proc.returncode == 0, proc.stderr
+        assert "Breakout-v5: ppo_atari.py checkpoint at step 768, sampled policy" in proc.stdout
