@@ -16,7 +16,13 @@ the run layer (``rlfast/algos/run.py``) does what every trainer does alike.
     python scripts/appo.py                                     # Pong-v5, 64 envs, Nature CNN
     python scripts/appo.py --config configs/cartpole_appo.toml # CartPole (MLP) in about a minute
     python scripts/appo.py --env-id Breakout-v5 --deterministic --num-envs 64 --batch-size 2048
+    python scripts/appo.py --recurrent lstm                    # an LSTM core after the CNN
     python scripts/evaluate.py runs/<run>
+
+``--recurrent lstm`` (or ``gru``): the Nature CNN with an LSTM of 128 units (``RecurrentNatureCNNAgent``, as
+CleanRL's ppo_atari_lstm); the sampler keeps each env's state on the device by env id (the async pool returns
+envs in any order) and the policy zeroes it before an observation that starts an episode; each trajectory
+carries the state its first step acted from, and the learner unrolls it over the trajectory for V-trace.
 
 Profile: the learner's ``wait`` (for a batch) and ``train``; the sampler's ``env`` (recv and
 send), ``inference`` and ``storage`` are logged as ``perf/sampler_*``. For Atari,
@@ -25,7 +31,7 @@ send), ``inference`` and ``storage`` are logged as ``perf/sampler_*``. For Atari
 
 import sys
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Literal, Optional
 
 import gymnasium as gym
 import numpy as np
@@ -36,7 +42,7 @@ import rlfast
 from rlfast.algos.appo import APPOArgs, appo_loss, taken_logprobs, update_kl
 from rlfast.algos.config import parse_or_resume
 from rlfast.algos.episodes import Episodes
-from rlfast.algos.nets import MLPAgent, NatureCNNAgent, set_speed
+from rlfast.algos.nets import MLPAgent, NatureCNNAgent, RecurrentNatureCNNAgent, set_speed
 from rlfast.algos.ppo import LOSS_NAMES, PPOLoss, adapt_lr
 from rlfast.algos.run import Run
 from rlfast.algos.runargs import RunArgs, usage_error
@@ -57,6 +63,8 @@ class Args(APPOArgs, RunArgs):
     env_id: str = "Pong-v5"
     """the task id: an Atari game or a classic control task with discrete actions (rlfast.list_envs())"""
     total_timesteps: int = 10000000
+    recurrent: Literal["none", "lstm", "gru"] = "none"
+    """a recurrent core after the CNN (lstm: 128 units, as CleanRL's ppo_atari_lstm); Atari only"""
 
 
 def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> torch.nn.Module:
@@ -68,7 +76,12 @@ def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> tor
         if tuple(obs_space.shape[1:]) != (84, 84):
             raise usage_error(f"{args.env_id} observations are {tuple(obs_space.shape)}; the Nature CNN needs "
                               "(C, 84, 84)")  # fmt: skip
+        if args.recurrent != "none":
+            return RecurrentNatureCNNAgent(obs_space.shape[0], int(action_space.n), cell=args.recurrent)
         return NatureCNNAgent(obs_space.shape[0], int(action_space.n))
+    if args.recurrent != "none":
+        raise usage_error(f"--recurrent {args.recurrent} has a CNN encoder: it needs stacked frames, and {args.env_id} "
+                          f"observations are {tuple(obs_space.shape)}")  # fmt: skip
     return MLPAgent(int(np.prod(obs_space.shape)), int(action_space.n))
 
 

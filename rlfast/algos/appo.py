@@ -4,6 +4,7 @@ with, episode statistics) is ``rlfast/algos/sampler.py`` (Sample Factory's learn
 
 APPOArgs        the hyperparameters (scripts/appo.py composes them with RunArgs)
 appo_loss       V-trace targets and PPO's clipped loss on a minibatch of trajectories
+policy_on       the policy's log-probabilities, entropies and values along trajectories (recurrent: unrolled)
 taken_logprobs  the log-probabilities of the actions trajectories took, under the weights now
 update_kl       PPO's approx KL from the weights a batch began with (--kl-reference batch)
 """
@@ -110,11 +111,28 @@ class APPOArgs(Flags):
         return problems
 
 
+def policy_on(agent: nn.Module, batch: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``agent``'s (log-probability of the action taken, entropy, value), each [k, T + 1], at the T + 1 observations
+    of trajectories ``batch`` (row T: its value; its action a dummy). A recurrent policy (``batch`` has ``state``)
+    is unrolled time-major from each trajectory's state, zeroed where an observation starts an episode (the
+    closing one after a reset step)."""
+    k, T = batch["actions"].shape[:2]
+    actions = torch.cat((batch["actions"], batch["actions"][:, :1]), 1)  # a dummy for row T
+    if "state" not in batch:
+        _, logprob, entropy, value = agent.get_action_and_value(batch["obs"].flatten(0, 1), actions.flatten(0, 1))
+        return logprob.view(k, T + 1), entropy.view(k, T + 1), value.view(k, T + 1)
+    starts = torch.cat((batch["starts"], batch["reset"][:, -1:]), 1)
+    out = agent.get_action_and_value(batch["obs"].transpose(0, 1).flatten(0, 1), batch["state"], starts.T.flatten(),
+                                     actions.transpose(0, 1).flatten(0, 1))  # fmt: skip
+    logprob, entropy, value = (x.view(T + 1, k).T for x in out[1:4])
+    return logprob, entropy, value
+
+
 def taken_logprobs(agent: nn.Module, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
     """The log-probabilities [k * T] of the actions trajectories ``batch`` took, under ``agent``'s weights now."""
     T = batch["actions"].shape[1]
     with torch.no_grad():
-        return agent.get_action_and_value(batch["obs"][:, :T].flatten(0, 1), batch["actions"].flatten())[1]
+        return policy_on(agent, batch)[0][:, :T].flatten()
 
 
 def update_kl(agent: nn.Module, probe: Mapping[str, torch.Tensor], reference: torch.Tensor) -> torch.Tensor:
@@ -127,11 +145,8 @@ def update_kl(agent: nn.Module, probe: Mapping[str, torch.Tensor], reference: to
 def appo_loss(agent: nn.Module, args: APPOArgs, batch: Mapping[str, torch.Tensor]) -> PPOLoss:
     """V-trace targets under the current weights and PPO's clipped loss on trajectories ``batch`` ([k, T] rows
     of ``Trajectories``), reset steps left out. The ratio is the current policy's to the acting one's."""
-    k, T = batch["actions"].shape[:2]
-    obs = batch["obs"].flatten(0, 1)  # [k * (T + 1), ...]
-    actions = torch.cat((batch["actions"], batch["actions"][:, :1]), 1).flatten(0, 1)  # a dummy for row T
-    _, logprob, entropy, value = agent.get_action_and_value(obs, actions)
-    logprob, entropy, value = (x.view(k, T + 1) for x in (logprob, entropy, value))
+    T = batch["actions"].shape[1]
+    logprob, entropy, value = policy_on(agent, batch)
     logprob, entropy = logprob[:, :T], entropy[:, :T]
     log_rhos = logprob.detach() - batch["logprobs"]
     targets = vtrace(log_rhos.T, batch["rewards"].T, value[:, :T].detach().T, value[:, T].detach(),

@@ -39,12 +39,18 @@ class Trajectories:
     last step closes each). Row t of a trajectory: the observation ``obs[:, t]`` an action was chosen from,
     that action, its log-probability under the acting weights, the acting weights' ``versions``, and what
     the step returned (``rewards``, ``terminated``, ``truncated``); ``reset`` marks the pool's reset steps
-    (the step after an episode end: no transition, left out of the losses)."""
+    (the step after an episode end: no transition, left out of the losses).
+
+    With a recurrent policy (``state_shape``, its per-env state [S, H]) also ``state`` [K, S, H], the state
+    each trajectory's first observation was acted on from, and ``starts`` [K, T], true where ``obs[:, t]``
+    starts an episode (the state was zeroed before it); ``obs[:, T]`` starts one where step T - 1 was a reset."""
 
     FIELDS = ("obs", "actions", "logprobs", "versions", "reset", "rewards", "terminated", "truncated")
+    RECURRENT_FIELDS = ("state", "starts")
 
     def __init__(self, K: int, T: int, obs_shape: Sequence[int], obs_dtype: torch.dtype, action_shape: Sequence[int],
-                 action_dtype: torch.dtype, device: torch.device) -> None:  # fmt: skip
+                 action_dtype: torch.dtype, device: torch.device,
+                 state_shape: Optional[Sequence[int]] = None) -> None:  # fmt: skip
         def zeros(shape: tuple, dtype: torch.dtype) -> torch.Tensor:
             return torch.zeros(shape, dtype=dtype, device=device)
 
@@ -56,10 +62,15 @@ class Trajectories:
         self.rewards = zeros((K, T), torch.float32)
         self.terminated = zeros((K, T), torch.bool)
         self.truncated = zeros((K, T), torch.bool)
+        self.fields = self.FIELDS
+        if state_shape is not None:
+            self.state = zeros((K, *state_shape), torch.float32)
+            self.starts = zeros((K, T), torch.bool)
+            self.fields = self.FIELDS + self.RECURRENT_FIELDS
 
     def rows(self, index: torch.Tensor) -> dict[str, torch.Tensor]:
         """The trajectories at ``index`` [k] as a dict of [k, ...] tensors."""
-        return {name: getattr(self, name).index_select(0, index) for name in self.FIELDS}
+        return {name: getattr(self, name).index_select(0, index) for name in self.fields}
 
 
 class TrajectoryBuilder:
@@ -82,6 +93,7 @@ class TrajectoryBuilder:
         self.pos = torch.zeros(num_envs, dtype=torch.long)  # steps taken in each env's current trajectory
         self.pending = torch.zeros(num_envs, dtype=torch.bool)  # an action was sent, its result not yet observed
         self.ended = torch.zeros(num_envs, dtype=torch.bool)  # the env's last step ended an episode
+        self.was_reset = torch.ones(num_envs, dtype=torch.bool)  # its last step was a reset step (or none yet)
         self._out: Optional[Trajectories] = None
         self._filled = 0
 
@@ -111,10 +123,15 @@ class TrajectoryBuilder:
             self._hand_on(self._dev(done))
             self.pos[done] = 0
 
+    def starts(self, env_ids: torch.Tensor) -> torch.Tensor:
+        """[B] (host): whether the observations ``env_ids`` now act on start an episode (their last step was a
+        reset step, or they have taken none): where a recurrent policy zeroes their state."""
+        return self.was_reset[env_ids.long()]
+
     def act(self, env_ids: torch.Tensor, obs: torch.Tensor, actions: torch.Tensor, logprobs: torch.Tensor,
-            version: int) -> None:  # fmt: skip
+            version: int, state: Optional[torch.Tensor] = None) -> None:  # fmt: skip
         """The steps ``env_ids`` [B] (host) now take: from ``obs`` [B, ...] (device), ``actions``, ``logprobs`` [B]
-        under weights ``version``."""
+        under weights ``version``; a recurrent policy's ``state`` [B, S, H] (device) is the one they acted from."""
         ids = env_ids.long()
         e, p = self._dev(ids), self._dev(self.pos[ids])
         cur = self.current
@@ -122,7 +139,14 @@ class TrajectoryBuilder:
         cur.actions[e, p] = actions.to(cur.actions.dtype)
         cur.logprobs[e, p] = logprobs
         cur.versions[e, p] = version
-        cur.reset[e, p] = self._dev(self.ended[ids])
+        reset = self.ended[ids]
+        cur.reset[e, p] = self._dev(reset)
+        if state is not None:
+            cur.starts[e, p] = self._dev(self.was_reset[ids])
+            rows = (self.pos[ids] == 0).nonzero().flatten()  # trajectories that begin: the state they unroll from
+            if len(rows):
+                cur.state[self._dev(ids[rows])] = state.index_select(0, self._dev(rows))
+        self.was_reset[ids] = reset
         self.pos[ids] += 1
         self.pending[ids] = True
 
@@ -134,7 +158,7 @@ class TrajectoryBuilder:
                 self._out, self._filled = self.take_free(), 0
             n = min(self.K - self._filled, len(envs) - start)
             src = envs[start : start + n]
-            for name in Trajectories.FIELDS:
+            for name in self.current.fields:
                 getattr(self._out, name)[self._filled : self._filled + n] = getattr(self.current, name)[src]
             self._filled += n
             start += n
@@ -225,9 +249,12 @@ class Sampler:
         obs_dtype = torch.uint8 if obs_space.dtype == "uint8" else torch.float32
         action_dtype = torch.long if action_space.shape == () else torch.float32
         T = args.trajectory_length
+        # A recurrent policy's state per env, on the device (zeroed where an episode starts, by the policy).
+        self.state = agent.initial_state(envs.num_envs, device) if hasattr(agent, "initial_state") else None
+        state_shape = None if self.state is None else self.state.shape[1:]
 
         def make(k: int) -> Trajectories:
-            return Trajectories(k, T, obs_space.shape, obs_dtype, action_space.shape, action_dtype, device)
+            return Trajectories(k, T, obs_space.shape, obs_dtype, action_space.shape, action_dtype, device, state_shape)
 
         K = args.trajectories_per_batch
         self._ready: "queue.Queue[Trajectories]" = queue.Queue(maxsize=1 if args.deterministic else args.queue_size)
@@ -264,12 +291,20 @@ class Sampler:
                     self.on_results(terminated, truncated, info, ids)
                 if self.args.deterministic and recvs % self.args.trajectory_length == 0:  # a sync rollout's first step
                     weights.start_rollout()
+                state = None
                 with timer("inference"), torch.no_grad(), weights.lock:
                     obs_d = obs.to(self.device, non_blocking=True)
-                    actions, logprobs, _, _ = weights.acting.get_action_and_value(obs_d)
+                    if self.state is None:
+                        actions, logprobs, _, _ = weights.acting.get_action_and_value(obs_d)
+                    else:  # each env's state goes on from its last step (any order of envs), zeroed at starts
+                        ids_d = ids.to(self.device, non_blocking=True).long()
+                        state = self.state.index_select(0, ids_d)
+                        starts = builder.starts(ids).to(self.device, non_blocking=True)
+                        actions, logprobs, _, _, new_state = weights.acting.get_action_and_value(obs_d, state, starts)
+                        self.state.index_copy_(0, ids_d, new_state)
                     version = weights.version
                 with timer("storage"):
-                    builder.act(ids, obs_d, actions, logprobs, version)
+                    builder.act(ids, obs_d, actions, logprobs, version, state)
                 with timer("env"):
                     envs.send(actions, ids)
                 recvs += 1

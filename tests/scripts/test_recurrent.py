@@ -19,6 +19,8 @@ import pytest
 import torch
 from torch import nn
 
+from rlfast.algos.appo import policy_on
+
 ROOT = Path(__file__).resolve().parents[2]
 TOL = 1e-5
 """|log ratio| allowed, in float32 (the runs here leave --auto-speed's bfloat16 CNN off): acting runs the CNN and the
@@ -88,3 +90,39 @@ def test_ppo_atari_recomputes_the_acting_log_probs_before_the_first_gradient_ste
                               capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
         assert proc.returncode == 0, proc.stderr
         assert "Breakout-v5: ppo_atari.py checkpoint at step 768, sampled policy" in proc.stdout
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_appo_recomputes_the_acting_log_probs_from_async_batches(cell, tmp_path):
+    """APPO's sampler acts on whichever envs the async pool returns (3 of 8 per recv here), each from its own
+    state; a trajectory keeps the state its first step acted from. With a learning rate of 1e-12 the learner's
+    weights stay the acting ones (to the last bit or so), so every recomputed log-prob must be the acting one."""
+    appo = load("appo.py")
+    appo.make_agent = sharpen(appo.make_agent)
+    calls = []
+    loss = appo.appo_loss
+
+    def spy(agent, args, batch):
+        T = batch["actions"].shape[1]
+        with torch.no_grad():
+            new = policy_on(agent, batch)[0][:, :T]
+            unreset = policy_on(agent, {**batch, "starts": torch.zeros_like(batch["starts"]),
+                                             "reset": torch.zeros_like(batch["reset"])})[0][:, :T]  # fmt: skip
+            zeroed = policy_on(agent, {**batch, "state": torch.zeros_like(batch["state"])})[0][:, :T]
+        calls.append({"logprobs": batch["logprobs"], "starts": batch["starts"], "state": batch["state"], "new": new,
+                      "unreset": unreset, "zeroed": zeroed})  # fmt: skip
+        return loss(agent, args, batch)
+
+    appo.appo_loss = spy
+    args = appo.Args(env_id="Breakout-v5", recurrent=cell, num_envs=8, env_batch_size=3, trajectory_length=32,
+                     batch_size=256, num_minibatches=1, update_epochs=1, learning_rate=1e-12, total_timesteps=3 * 256,
+                     cuda=False, torch_threads=1, auto_speed=False, runs_dir=str(tmp_path / "runs"))  # fmt: skip
+    assert appo.main(args) == 0
+    assert len(calls) == 3
+    for k, c in enumerate(calls):
+        assert c["logprobs"].shape == (8, 32)
+        assert (c["new"] - c["logprobs"]).abs().max().item() <= TOL, (k, (c["new"] - c["logprobs"]).abs().max())
+    assert torch.stack([c["starts"][:, 1:] for c in calls]).any(), "no episode started inside a trajectory"
+    assert max((c["unreset"] - c["logprobs"]).abs().max().item() for c in calls) > 100 * TOL
+    assert any(bool(c["state"].abs().sum() > 0) for c in calls)
+    assert max((c["zeroed"] - c["logprobs"]).abs().max().item() for c in calls) > 100 * TOL
