@@ -46,6 +46,7 @@ import rlfast
 from rlfast.algos.config import parse_or_resume
 from rlfast.algos.distributed import World
 from rlfast.algos.episodes import Episodes
+from rlfast.algos.flags import bounded
 from rlfast.algos.gae import gae
 from rlfast.algos.nets import NatureCNNAgent, RecurrentNatureCNNAgent, set_speed
 from rlfast.algos.ppo import (LOSS_NAMES, PPOArgs, PPOLoss, Rollout, adapt_lr, anneal_lr, explained_variance,
@@ -55,11 +56,11 @@ from rlfast.algos.runargs import RunArgs, usage_error
 
 SCRIPT = "ppo_atari.py"
 STACK = 4
-"""frames per observation (the CNN's input channels)"""
+"""frames per observation (the CNN's input channels); 1 with --recurrent, as CleanRL's ppo_atari_lstm"""
 TRAIN_ENV_KWARGS = {"episodic_life": True, "reward_clip": True, "stack_num": 1}
 """CleanRL's envpool options; stack_num=1 because the stacks are built on the device"""
-EVAL_ENV_KWARGS = {"episodic_life": False, "reward_clip": False, "stack_num": STACK}
-"""scripts/evaluate.py's: whole games, raw scores, stacks made by the pool"""
+EVAL_ENV_KWARGS = {"episodic_life": False, "reward_clip": False}
+"""scripts/evaluate.py's: whole games, raw scores, stacks (``Args.stack`` frames) made by the pool"""
 
 
 @dataclass
@@ -81,6 +82,12 @@ class Args(PPOArgs, RunArgs):
     recurrent: Literal["none", "lstm", "gru"] = "none"
     """a recurrent core after the CNN (lstm: CleanRL's ppo_atari_lstm, 128 units); minibatches are then whole env
     rollouts, num_envs / num_minibatches envs each"""
+    frame_stack: Optional[int] = bounded(None, low=1, note="or left out")
+    """frames per observation (None: 4, or 1 with --recurrent, as CleanRL's ppo_atari_lstm)"""
+
+    @property
+    def stack(self) -> int:
+        return self.frame_stack or (1 if self.recurrent != "none" else STACK)
 
     def validate(self) -> list[str]:
         problems = super().validate()
@@ -101,12 +108,13 @@ def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> nn.
 
     ``obs_space``: the stacked observations, (4, 84, 84) uint8 (the CNN's Linear(3136) fixes 84x84).
     """
-    if tuple(obs_space.shape) != (STACK, 84, 84):
+    stack = args.stack
+    if tuple(obs_space.shape) != (stack, 84, 84):
         raise usage_error(f"{args.env_id} observations are {tuple(obs_space.shape)}; the Nature CNN needs "
-                          f"({STACK}, 84, 84) (grayscale 84x84 frames, {STACK} stacked)")  # fmt: skip
+                          f"({stack}, 84, 84) (grayscale 84x84 frames, {stack} stacked)")  # fmt: skip
     if args.recurrent != "none":
-        return RecurrentNatureCNNAgent(STACK, int(action_space.n), cell=args.recurrent)
-    return Agent(STACK, int(action_space.n))
+        return RecurrentNatureCNNAgent(stack, int(action_space.n), cell=args.recurrent)
+    return Agent(stack, int(action_space.n))
 
 
 @dataclass
@@ -129,7 +137,7 @@ def make_groups(run: Run, args: Args) -> list[EnvGroup]:
     groups = []
     for k in range(halves):
         pool = run.make_env(n, num_threads=min(split[k], n), seed=run.env_seed + k * n, **TRAIN_ENV_KWARGS)
-        stack = rlfast.FrameStack(n, STACK, pool.single_observation_space.shape, device=run.device)
+        stack = rlfast.FrameStack(n, args.stack, pool.single_observation_space.shape, device=run.device)
         ids = torch.arange(n, device=run.device)
         groups.append(EnvGroup(pool, slice(k * n, (k + 1) * n), stack, ids))
     return groups
@@ -210,13 +218,13 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     device, timer = run.device, run.timer
     groups = make_groups(run, args)
     frame_shape = groups[0].pool.single_observation_space.shape
-    obs_space = gym.spaces.Box(0, 255, (STACK * frame_shape[0], *frame_shape[1:]), np.uint8)
+    obs_space = gym.spaces.Box(0, 255, (args.stack * frame_shape[0], *frame_shape[1:]), np.uint8)
     num_actions = int(groups[0].pool.single_action_space.n)
     agent = make_agent(args, obs_space, groups[0].pool.single_action_space).to(device)
     set_speed(agent, **run.speed)  # the CNN's speed options: the flags and --auto-speed's picks
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
     run.track(models={"agent": agent}, optimizers={"optimizer": optimizer}, env_kwargs=TRAIN_ENV_KWARGS,
-              eval_env_kwargs=EVAL_ENV_KWARGS)  # fmt: skip
+              eval_env_kwargs={**EVAL_ENV_KWARGS, "stack_num": args.stack})  # fmt: skip
     policy, loss_fn = run.compile(agent.get_action_and_value), run.compile(minibatch_loss)
 
     # Rollout storage on the training device (observations as uint8); whole games on the host, where they arrive.

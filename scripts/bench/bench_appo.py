@@ -8,6 +8,7 @@ Rows, each at ``--num-envs`` envs, ``--env-batch-size`` per recv (async; default
   appo          scripts/appo.py training (subprocess): SPS of its progress line
   ppo           scripts/ppo_atari.py (Atari) or scripts/ppo.py at the same num_envs, rollouts of
                 ``--batch-size / --num-envs`` steps (subprocess)
+  appo-lstm, ppo-lstm  appo.py / ppo_atari.py with ``--recurrent lstm`` (Atari; -gru: a GRU)
   sampler-only+OPT, appo+OPT, ppo+OPT  the same with the trainers' speed options: +cl (--channels-last),
                 +compile (--compile; not for sampler-only), +bf16 (--bf16), +auto (the defaults: --auto-speed),
                 one or more, e.g. ``appo+cl`` (scripts/bench/speed_options.py); without any, float32 NCHW
@@ -49,8 +50,8 @@ from rlfast.algos import runargs  # noqa: E402
 from rlfast.algos.nets import set_speed  # noqa: E402
 from rlfast.algos.sampler import Sampler  # noqa: E402
 
-CONTENDERS = ("env-only", "sampler-only", "appo", "ppo")
-TUNABLE = ("sampler-only", "appo", "ppo")
+CONTENDERS = ("env-only", "sampler-only", "appo", "ppo", "appo-lstm", "ppo-lstm", "appo-gru", "ppo-gru")
+TUNABLE = ("sampler-only", "appo", "ppo", "appo-lstm", "ppo-lstm", "appo-gru", "ppo-gru")
 """the rows that take speed-option suffixes (scripts/bench/speed_options.py)"""
 
 
@@ -68,8 +69,8 @@ class Args:
     """APPO's samples per learner batch; PPO's rollout is batch_size / num_envs steps"""
     steps: int = 1_000_000
     """env steps per row"""
-    contenders: tuple[str, ...] = CONTENDERS
-    """which rows to run"""
+    contenders: tuple[str, ...] = ("env-only", "sampler-only", "appo", "ppo")
+    """which rows to run (also: the recurrent ones, appo-lstm, ppo-lstm, appo-gru, ppo-gru)"""
     cuda: bool = True
     """act and train on CUDA when it is available"""
     torch_threads: Optional[int] = None
@@ -139,6 +140,8 @@ def trainer_sps(name: str, args: Args) -> tuple[float, str]:
     common += ["--torch-threads", str(args.torch_threads)] if args.torch_threads else []
     base, flags = speed_options.split(name)
     common += flags
+    base, _, cell = base.partition("-")
+    common += ["--recurrent", cell] if cell else []
     if base == "appo":
         cmd = [str(SCRIPTS / "appo.py"), *common, "--batch-size", str(args.batch_size)]
         cmd += ["--env-batch-size", str(args.env_batch_size)] if args.env_batch_size else []

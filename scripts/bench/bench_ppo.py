@@ -10,11 +10,14 @@ that load from other processes hits every contender alike; the best SPS of each 
     python scripts/bench/bench_ppo.py                              # Pong-v5, 8 envs (CleanRL's default)
     python scripts/bench/bench_ppo.py --num-envs 8 64 --iterations 3 --rounds 2
     python scripts/bench/bench_ppo.py --contenders rlfast rlfast-overlap cleanrl --json ppo.json
+    python scripts/bench/bench_ppo.py --contenders rlfast+auto rlfast-lstm+auto   # feed-forward vs recurrent
 
 Contenders:
   rlfast          scripts/ppo_atari.py: rlfast's C++ pool (newest frame only, stacks on the device),
                   uint8 rollout storage, actions back through a pinned buffer, no per-step host reads
   rlfast-overlap  the same with --overlap (two half pools; one steps while the policy acts on the other)
+  rlfast-lstm     ppo_atari.py --recurrent lstm (CleanRL's ppo_atari_lstm: one frame, an LSTM of 128 after the
+                  CNN, minibatches of whole env rollouts); rlfast-gru the same with a GRU
   rlfast...+OPT   either of the two with ppo_atari.py's speed options, one or more: +cl (--channels-last),
                   +compile (--compile), +bf16 (--bf16), e.g. ``rlfast+cl+compile``; the first iteration,
                   where torch.compile compiles, is the unmeasured warm-up
@@ -54,8 +57,8 @@ SCRIPTS = BENCH.parent
 sys.path[:0] = [str(SCRIPTS), str(BENCH)]
 import speed_options  # noqa: E402 - scripts/bench/speed_options.py
 
-CONTENDERS = ("rlfast", "rlfast-overlap", "cleanrl")
-TUNABLE = ("rlfast", "rlfast-overlap")
+CONTENDERS = ("rlfast", "rlfast-overlap", "rlfast-lstm", "rlfast-gru", "cleanrl")
+TUNABLE = ("rlfast", "rlfast-overlap", "rlfast-lstm", "rlfast-gru")
 """the contenders that take speed-option suffixes (scripts/bench/speed_options.py)"""
 SECTIONS = ("env", "inference", "train", "other")
 
@@ -213,9 +216,10 @@ def contender_command(name: str, args: Args, num_envs: int, run_dir: Path) -> li
                 "--reference-run-dir", str(run_dir), *common]  # fmt: skip
     total = (1 + args.iterations) * num_envs * args.num_steps
     base, flags = speed_options.split(name)
+    recurrent = ["--recurrent", base.split("-")[1]] if base in ("rlfast-lstm", "rlfast-gru") else []
     return [sys.executable, str(SCRIPTS / "ppo_atari.py"), "--env-id", args.env_id, "--total-timesteps", str(total),
             "--runs-dir", str(run_dir), "--exp-name", "bench", *common,
-            "--overlap" if base == "rlfast-overlap" else "--no-overlap", *flags]  # fmt: skip
+            "--overlap" if base == "rlfast-overlap" else "--no-overlap", *recurrent, *flags]  # fmt: skip
 
 
 def parse_output(name: str, num_envs: int, stdout: str) -> Result:
