@@ -106,7 +106,7 @@ Agent = NatureCNNAgent
 def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> nn.Module:
     """The network for these spaces (scripts/evaluate.py rebuilds it from a checkpoint with this).
 
-    ``obs_space``: the stacked observations, (4, 84, 84) uint8 (the CNN's Linear(3136) fixes 84x84).
+    ``obs_space``: the stacked observations, (``args.stack``, 84, 84) uint8 (the CNN's Linear(3136) fixes 84x84).
     """
     stack = args.stack
     if tuple(obs_space.shape) != (stack, 84, 84):
