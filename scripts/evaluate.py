@@ -87,7 +87,7 @@ def evaluate(
                 action, state = agent.act(x, greedy=greedy, state=state, starts=starts.to(device))
         obs, _, terminated, truncated, info = envs.step(action.cpu())
         starts, done = done, terminated | truncated
-        first = (terminated | truncated) & ~finished
+        first = done & ~finished
         returns = torch.where(first, info["episode_return"].float(), returns)
         lengths = torch.where(first, info["episode_length"].long(), lengths)
         finished |= first

@@ -163,20 +163,21 @@ def update(agent: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable
     ``loss_fn`` is ``minibatch_loss`` (maybe compiled). Under torchrun a minibatch is global: ``world`` gives
     this rank's rows of it and their share, and sums the gradients (rlfast/algos/distributed.py).
 
-    ``memory`` (recurrent): ``state`` [B, S, H] at the rollout's start, ``starts`` [T, B], and ``next_state`` /
-    ``next_start`` of ``next_obs``; minibatches are then shuffled envs, each with all T steps (CleanRL's
+    ``memory`` (recurrent): ``state`` [B, S, H] at the rollout's start, ``first_start`` [B] (whether its first
+    observation starts an episode) and ``next_state`` of ``next_obs``; an observation starts an episode where the one
+    before it was done (``rollout.dones``). Minibatches are then shuffled envs, each with all T steps (CleanRL's
     ppo_atari_lstm), a rank taking its own envs of each."""
     T, B = rollout.rewards.shape
     with torch.no_grad():
         if memory is None:
             next_value = agent.get_value(next_obs)
         else:
-            next_value = agent.get_value(next_obs, memory["next_state"], memory["next_start"])
+            next_value = agent.get_value(next_obs, memory["next_state"], rollout.dones[-1].bool())
         advantages, returns = gae(rollout.rewards, rollout.values, rollout.dones, next_value, next_done, args.gamma,
                                   args.gae_lambda)  # fmt: skip
     batch = rollout.batch(advantages, returns)
     if memory is not None:
-        batch["starts"] = memory["starts"].reshape(-1)
+        batch["starts"] = torch.cat((memory["first_start"][None], rollout.dones[:-1].bool())).reshape(-1)
     units = (B if memory is not None else T * B) * world.world_size  # what is shuffled: envs or samples
     size = units // args.num_minibatches
     stats = []
@@ -236,11 +237,10 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     for group in groups:
         frames, info = group.pool.reset()
         next_obs[group.envs] = group.stack.update(frames.to(device), group.ids, info["new_game"].to(device))
-    memory = None  # --recurrent: each env's state before next_obs, whether next_obs starts an episode, and the rollout's
+    memory = None  # --recurrent: each env's state before next_obs, and at the rollout's start with whether it starts there
     if args.recurrent != "none":
-        memory = {"next_state": agent.initial_state(B, device), "next_start": torch.ones(B, dtype=torch.bool,
-                  device=device), "state": agent.initial_state(B, device), "starts": torch.zeros((T, B),
-                  dtype=torch.bool, device=device)}  # fmt: skip
+        memory = {"next_state": agent.initial_state(B, device), "state": agent.initial_state(B, device),
+                  "first_start": torch.ones(B, dtype=torch.bool, device=device)}  # fmt: skip
 
     def act(group: EnvGroup, step: int, noise: torch.Tensor) -> None:
         """Stores the group's current obs at ``step``, samples its actions (with the step's ``noise`` of the rank's
@@ -249,12 +249,11 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
         with timer("inference"), torch.no_grad():
             if memory is None:
                 action, logprob, _, value = policy(x, None, noise[group.envs])
-            else:  # the state goes on from each env's last step, zeroed where x starts an episode
-                start = memory["next_start"][group.envs]
+            else:  # the state goes on from each env's last step, zeroed where x follows an episode's last obs
+                start = rollout.dones[step - 1, group.envs].bool() if step else memory["first_start"][group.envs]
                 action, logprob, _, value, state = policy(x, memory["next_state"][group.envs], start, None,
                                                           noise[group.envs])  # fmt: skip
                 memory["next_state"][group.envs] = state
-                memory["starts"][step, group.envs] = start
             rollout.store((step, group.envs), obs=x, dones=next_done[group.envs], actions=action, logprobs=logprob,
                           values=value)  # fmt: skip
         with timer("env"):
@@ -267,8 +266,6 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
             # this one; the copies below are queued first and the next act() synchronizes before send.
             o, r, term, trunc, info = group.pool.recv()
             rollout.store((step, group.envs), rewards=r)
-            if memory is not None:  # after an episode's last obs (a reset step) comes the next one's first
-                memory["next_start"][group.envs] = next_done[group.envs]
             torch.logical_or(term.to(device, non_blocking=True), trunc.to(device, non_blocking=True),
                              out=next_done[group.envs])  # fmt: skip
             new_game = info["new_game"]
@@ -293,6 +290,8 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
 
             with timer("train"):
                 scalars = update(agent, optimizer, loss_fn, rollout, next_obs, next_done, args, run.world, memory)
+            if memory is not None:  # the next rollout's first obs follows this one's last
+                memory["first_start"].copy_(rollout.dones[-1])
             run.end_iteration(args.batch_size, scalars, episodes.table)
     return run.exit_code
 

@@ -58,10 +58,7 @@ std::unique_ptr<core::Pool> MakeRemotePool(const std::string& task_id, const cor
   es.action = ArrayFromDict(spec["action"].cast<py::dict>(), "action");
   es.integer_actions = spec["integer_actions"].cast<bool>();
   const core::SharedLayout& layout = channel->layout();
-  es.env_bytes = layout.TotalBytes() / layout.num_envs;
-  if (es.obs.NumBytes() != static_cast<std::size_t>(layout.obs_bytes)) {
-    throw py::value_error("the obs spec does not match the shared layout");
-  }
+  es.env_bytes = layout.TotalBytes() / layout.num_envs;  // RemotePool checks the layout against the spec
   return std::make_unique<envs::python::RemotePool>(task_id, config, std::move(es), std::move(channel));
 }
 
