@@ -62,7 +62,7 @@ class ActionBufferQueue {
 
   /// Blocks until an item is available and takes it. Called by worker threads.
   ActionItem Dequeue() {
-    sem_.Wait();
+    sem_.WaitPolling();  // a worker waits here while the caller turns the batch around
     return Take();
   }
 

@@ -1,18 +1,18 @@
 // Copyright rlfast authors.
 #include "rlfast/csrc/core/shared_channel.h"
 
-#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 #include <ctime>
 #include <fstream>
 #include <new>
 #include <stdexcept>
+
+#include "rlfast/csrc/core/semaphore.h"
 
 namespace rlfast::core {
 
@@ -70,31 +70,6 @@ bool TimedWait(sem_t* sem, int ms) {
     if (errno != EINTR) return false;
   }
   return true;
-}
-
-/// How long a worker that has answered everything it was asked looks for new requests before
-/// it sleeps. In sync mode the main process turns a batch around in tens of microseconds (its
-/// policy aside); a worker asleep by then costs the send a futex wake and the round its CPU's
-/// wake-up latency. Measured on the 2-core KVM guest (a no-op env, 2 envs, 2 workers): 80-90 us
-/// per sync round without the spin, 13 us with it. Between polls it yields the core, so the
-/// main process or another worker that shares it runs first.
-constexpr auto kWorkerSpin = std::chrono::microseconds(50);
-
-/// Polls `ready` (yielding the core between rounds) until it holds or `budget` has passed;
-/// whether it held.
-template <class Ready>
-bool SpinUntil(std::chrono::microseconds budget, Ready ready) {
-  const auto until = std::chrono::steady_clock::now() + budget;
-  while (true) {
-    for (int i = 0; i < 16; ++i) {
-      if (ready()) return true;
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#endif
-    }
-    sched_yield();
-    if (std::chrono::steady_clock::now() >= until) return ready();
-  }
 }
 
 void InitSem(sem_t* sem) {
@@ -279,10 +254,10 @@ std::tuple<int, int, int64_t, int32_t> SharedChannel::Next(int w) {
   while (true) {
     if (closing()) return {-1, 0, -1, 0};
     if (ws.request_tail.load() != head) break;
-    // Nothing queued: look again for a moment (kWorkerSpin), then say so, look once more
+    // Nothing queued: look again for a moment (kPollBeforeSleep), then say so, look once more
     // (Post's tail store and WakeWorkers' read of `sleeping` are the other half), then sleep until woken or every 100 ms to check that
     // the pool and the main process are still there.
-    if (SpinUntil(kWorkerSpin, [&] { return ws.request_tail.load(std::memory_order_acquire) != head; })) break;
+    if (PollUntil(kPollBeforeSleep, [&] { return ws.request_tail.load(std::memory_order_acquire) != head; })) break;
     ws.sleeping.store(1);
     if (ws.request_tail.load() == head && !TimedWait(&ws.requests, 100) && getppid() != header().owner_pid) {
       return {-1, 0, -1, 0};
