@@ -14,12 +14,13 @@
 namespace rlfast::core {
 
 /// How long a thread or worker process that has run out of work looks for more before it
-/// sleeps (`PollUntil`). In sync mode the caller turns a batch around in tens of microseconds
-/// (its policy aside); a worker asleep by then costs the next `send` a futex wake and the
-/// round its CPU's wake-up latency. Measured on the 2-core KVM guest, sync send/recv rounds
-/// without / with it: a built-in CartPole, 1 env on 1 thread, 16,469 / 428,775 steps/s;
-/// HalfCheetah 8,783 / 14,652; Python no-op envs (2 envs, 2 worker processes) 80-90 / 13 us
-/// per round. It yields the core between looks, so a thread that shares it runs first.
+/// sleeps (`PollUntil`), and how long a `recv` looks for its batch. In sync mode the caller
+/// turns a batch around in tens of microseconds (its policy aside); a worker asleep by then
+/// costs the next `send` a futex wake and the round its CPU's wake-up latency. Measured on the
+/// 2-core KVM guest, sync send/recv rounds without / with it: a built-in CartPole, 1 env on 1
+/// thread, 16,469 / 428,775 steps/s; HalfCheetah 8,783 / 14,652; Python no-op envs (2 envs, 2
+/// worker processes) 80-90 / 13 us per round. It yields the core between looks, so a thread
+/// that shares the core runs first.
 inline constexpr std::chrono::microseconds kPollBeforeSleep{50};
 
 /// Polls `ready` (a short pause between looks, the core yielded between rounds) until it holds
