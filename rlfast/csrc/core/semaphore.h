@@ -16,11 +16,10 @@ namespace rlfast::core {
 /// How long a thread or worker process that has run out of work looks for more before it
 /// sleeps (`PollUntil`), and how long a `recv` looks for its batch. In sync mode the caller
 /// turns a batch around in tens of microseconds (its policy aside); a worker asleep by then
-/// costs the next `send` a futex wake and the round its CPU's wake-up latency. Measured on the
-/// 2-core KVM guest, sync send/recv rounds without / with it: a built-in CartPole, 1 env on 1
-/// thread, 16,469 / 428,775 steps/s; HalfCheetah 8,783 / 14,652; Python no-op envs (2 envs, 2
-/// worker processes) 80-90 / 13 us per round. It yields the core between looks, so a thread
-/// that shares the core runs first.
+/// costs the next `send` a futex wake and the round its CPU's wake-up latency. On the 2-core
+/// KVM guest, one env on one thread stepped in sync went from 18-20k to 430k steps/s (CartPole)
+/// and from 10-11k to 47k (HalfCheetah) with it (README, "Workers poll before they sleep"). It
+/// yields the core between looks, so a thread that shares the core runs first.
 inline constexpr std::chrono::microseconds kPollBeforeSleep{50};
 
 /// Polls `ready` (a short pause between looks, the core yielded between rounds) until it holds
@@ -67,16 +66,14 @@ class Semaphore {
   /// Blocks until a permit is available and takes it.
   void Wait() {
     if (TryWait() || Spin()) return;
-    if (count_.fetch_sub(1, std::memory_order_acquire) > 0) return;
-    while (sem_wait(&os_sem_) != 0 && errno == EINTR) {
-    }
+    Park();
   }
 
   /// Like Wait, but looks for a permit for up to kPollBeforeSleep before it parks: for a
   /// consumer that is idle only while its producer turns a batch around.
   void WaitPolling() {
     if (PollUntil(kPollBeforeSleep, [this] { return TryWait(); })) return;
-    Wait();
+    Park();
   }
 
   /// Like Wait, but gives up after `timeout`; returns whether a permit was taken.
@@ -117,6 +114,13 @@ class Semaphore {
   }
 
  private:
+  /// Registers as a waiter and sleeps until a Signal wakes it (or takes a permit that came).
+  void Park() {
+    if (count_.fetch_sub(1, std::memory_order_acquire) > 0) return;
+    while (sem_wait(&os_sem_) != 0 && errno == EINTR) {
+    }
+  }
+
   bool Spin() {
     for (int i = 0; i < kSpins; ++i) {
       if (TryWait()) return true;

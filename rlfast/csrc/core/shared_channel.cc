@@ -255,9 +255,10 @@ std::tuple<int, int, int64_t, int32_t> SharedChannel::Next(int w) {
     if (closing()) return {-1, 0, -1, 0};
     if (ws.request_tail.load() != head) break;
     // Nothing queued: look again for a moment (kPollBeforeSleep), then say so, look once more
-    // (Post's tail store and WakeWorkers' read of `sleeping` are the other half), then sleep until woken or every 100 ms to check that
-    // the pool and the main process are still there.
-    if (PollUntil(kPollBeforeSleep, [&] { return ws.request_tail.load(std::memory_order_acquire) != head; })) break;
+    // (Post's tail store and WakeWorkers' read of `sleeping` are the other half), then sleep
+    // until woken or every 100 ms to check that the pool and the main process are still there.
+    auto queued = [&] { return ws.request_tail.load(std::memory_order_acquire) != head; };
+    if (PollUntil(kPollBeforeSleep, queued)) break;
     ws.sleeping.store(1);
     if (ws.request_tail.load() == head && !TimedWait(&ws.requests, 100) && getppid() != header().owner_pid) {
       return {-1, 0, -1, 0};

@@ -73,8 +73,9 @@ class StateBufferQueue {
 
   /// Waits up to `timeout` for the next complete block; returns its index or -1. Looks for it
   /// for kPollBeforeSleep first, yielding the core between looks: a block that completes within
-  /// that costs no wake-up (HalfCheetah, 8 envs in blocks of 2 on 2 threads: 68% -> 76-80% of the
-  /// raw mj_step limit on the 2-core guest; PPO on Pong unchanged). Called by the `recv` thread only.
+  /// that costs no wake-up (HalfCheetah, 8 envs in blocks of 2 on 2 threads: 68% -> 76-80% of
+  /// the raw mj_step limit on the 2-core guest; PPO on Pong unchanged). Called by the `recv`
+  /// thread only.
   int WaitReady(std::chrono::microseconds timeout) {
     if (PollUntil(kPollBeforeSleep, [this] { return ready_.TryWait(); })) return TakeReady();
     if (!ready_.WaitFor(timeout)) return -1;
