@@ -179,8 +179,13 @@ def curve(path: Path, window: int) -> dict:
     """One run's windowed-mean curve and summary from its tensorboard events."""
     acc = EventAccumulator(str(path), size_guidance={"scalars": 0})
     acc.Reload()
-    sps = acc.Scalars("charts/SPS")  # one per iteration: its end's step and wall time
-    first_duration = sps[0].step / max(sps[0].value, 1e-9)
+    tags = set(acc.Tags().get("scalars", []))
+
+    def scalars(tag: str) -> list:  # a run stopped early may not have logged them yet
+        return acc.Scalars(tag) if tag in tags else []
+
+    sps = scalars("charts/SPS")  # one per iteration: its end's step and wall time
+    first_duration = sps[0].step / max(sps[0].value, 1e-9) if sps else 0.0
     seconds = [first_duration + s for s in active_seconds([e.wall_time for e in sps])]
     iter_steps = [e.step for e in sps]
 
@@ -190,7 +195,7 @@ def curve(path: Path, window: int) -> dict:
         s0, t0 = (iter_steps[i - 1], seconds[i - 1]) if i else (0, 0.0)
         return t0 + (seconds[i] - t0) * (step - s0) / max(iter_steps[i] - s0, 1)
 
-    episodes = sorted((e.step, e.value) for e in acc.Scalars("charts/episodic_return"))
+    episodes = sorted((e.step, e.value) for e in scalars("charts/episodic_return"))
     points, recent = [], []
     for step, ret in episodes:
         recent = (recent + [ret])[-window:]

@@ -93,3 +93,14 @@ def test_an_unfinished_seed_is_resumed(tmp_path):
     assert "--resume" in (out / "logs" / "seed1.log").read_text()
     (again,) = (out / "runs").iterdir()
     assert again == run_dir and json.loads((out / "curves.json").read_text())["runs"]["1"]["steps"] == 1024
+
+
+def test_a_run_that_ended_before_its_first_episode_is_reported_without_a_curve(tmp_path):
+    out = tmp_path / "mountaincar"  # its episodes last 200 steps: none ends within 64
+    proc = bench(out, "--script", "ppo.py", "--env-id", "MountainCar-v0", "--jobs", "1", "--seeds", "1",
+                 "--total-timesteps", "64", "--", "--num-envs", "4", "--num-steps", "16", "--no-cuda",
+                 "--save-minutes", "0")  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = json.loads((out / "curves.json").read_text())["runs"]["1"]
+    assert run["steps"] == 64 and run["episodes"] == 0 and run["final"] is None
+    assert run["curve"]["steps"] == [] and (out / "table.md").exists()

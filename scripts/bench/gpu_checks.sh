@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# The GPU machine's checks, in the order the GPU issue lists them, one stage per check. Device time is
+# short and rare: every stage has its own time limit, writes its log (and tables, curves) under
+# $OUT/<stage>/, and a failing stage does not stop the next. On the device machine, from the checkout:
+#
+#     source .gpu/setup.sh && bash scripts/bench/gpu_checks.sh cuda pong      # ~8 min
+#     source .gpu/setup.sh && bash scripts/bench/gpu_checks.sh ant ppo        # the next call
+#
+# Stages (default: all, in this order; each line's minutes are its time limit):
+#   cuda   pytest -m cuda: pinned memory, device frame stack, device replay                      (4)
+#   pong   configs/pong_5min.toml for 5 minutes of wall clock from the stage's start, start-up
+#          included, then 10 greedy games of the policy it saved (the bar: >= 18)                   (6)
+#   ant    configs/ant_5min.toml the same way (the bar: >= 5,000)                                   (6)
+#   ppo    bench_ppo.py at 8 and 64 envs: rlfast vs CleanRL's data path on EnvPool               (9)
+#   envs   bench_envs.py on Pong-v5 and Ant-v5 at every core: rlfast vs EnvPool vs the raw limit  (5)
+#   dqn    bench_dqn.py at the write-up's settings ($DQN_STEPS steps each, default 100,000)       (9)
+#   appo   bench_appo.py on Pong-v5: appo.py vs its pool's pure simulation                       (6)
+# DRY=1 shrinks every stage to seconds (a check of this script's plumbing on any machine).
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 1
+OUT=${OUT:-bench_out/gpu_checks}
+DRY=${DRY:-0}
+DQN_STEPS=${DQN_STEPS:-100000}
+STAGES=("$@")
+[ ${#STAGES[@]} -eq 0 ] && STAGES=(cuda pong ant ppo envs dqn appo)
+PY=${PYTHON:-python3}
+
+note() { echo "[gpu_checks $(date -u +%H:%M:%S)] $*"; }
+
+# limit SECONDS, then the command: SIGINT at the limit (trainers save their checkpoint), SIGKILL 60 s later.
+limit() {
+  local s=$1; shift
+  [ "$DRY" = 1 ] && s=$(( s < 120 ? s : 120 ))
+  timeout -s INT -k 60 "$s" "$@"
+}
+
+# demo STAGE SCRIPT CONFIG ENV_ID THRESHOLD DRY_STEPS: the preset for 300 s of wall clock (start-up
+# included), interrupted there if still running, then its curve and 10 greedy episodes of what it saved.
+demo() {
+  local stage=$1 script=$2 config=$3 env_id=$4 threshold=$5 dry_steps=$6
+  local out=$OUT/$stage extra=()
+  [ "$DRY" = 1 ] && extra=(--total-timesteps "$dry_steps")
+  local t0; t0=$(date +%s)
+  limit 300 "$PY" scripts/bench/bench_learning.py --out "$out" --env-id "$env_id" --seeds 1 --script "$script" \
+    --config "$config" --threshold "$threshold" "${extra[@]}" -- --save-minutes 1
+  note "$stage: the run ended $(( $(date +%s) - t0 )) s after the stage started (start-up included)"
+  "$PY" scripts/bench/bench_learning.py --out "$out" --env-id "$env_id" --seeds 1 --script "$script" \
+    --config "$config" --threshold "$threshold" --report-only
+  local run; run=$(ls -d "$out"/runs/*/ 2>/dev/null | head -1)
+  if [ -n "$run" ]; then
+    local episodes=10; [ "$DRY" = 1 ] && episodes=2
+    limit 120 "$PY" scripts/evaluate.py "$run" --episodes "$episodes" --cuda
+  else
+    note "$stage: no run dir under $out/runs"
+  fi
+}
+
+stage_cuda() {
+  limit 240 "$PY" -m pytest -m cuda -q -p no:cacheprovider tests
+}
+
+stage_pong() { demo pong ppo_atari.py configs/pong_5min.toml Pong-v5 18 4096; }
+
+stage_ant() { demo ant ppo_continuous.py configs/ant_5min.toml Ant-v5 5000 8192; }
+
+stage_ppo() {
+  local a=(--num-envs 8 64 --iterations 3 --rounds 2 --contenders rlfast rlfast-overlap rlfast+compile cleanrl)
+  [ "$DRY" = 1 ] && a=(--num-envs 8 --iterations 1 --rounds 1 --contenders rlfast cleanrl)
+  limit 540 "$PY" scripts/bench/bench_ppo.py "${a[@]}" --json "$OUT/ppo/ppo.json"
+}
+
+stage_envs() {
+  local cores; cores=$(nproc)
+  local a=(--seconds 5 --rounds 2)
+  [ "$DRY" = 1 ] && a=(--seconds 0.5)
+  limit 300 "$PY" scripts/bench/bench_envs.py --tasks Pong-v5 Ant-v5 --num-threads "$cores" "${a[@]}" \
+    --contenders raw-limit rlfast-sync rlfast-async envpool-sync envpool-async --json "$OUT/envs/envs.json"
+}
+
+stage_dqn() {
+  local a=(--steps "$DQN_STEPS" --learning-starts $(( DQN_STEPS / 5 )) --settings 1x32 128x32 256x128 512x256 512x2048)
+  [ "$DRY" = 1 ] && a=(--steps 2048 --learning-starts 1024 --settings 1x32)
+  limit 540 "$PY" scripts/bench/bench_dqn.py "${a[@]}" --contenders rlfast cleanrl env-only
+}
+
+stage_appo() {
+  local a=(--steps 400000)
+  [ "$DRY" = 1 ] && a=(--steps 4096 --num-envs 8)
+  limit 360 "$PY" scripts/bench/bench_appo.py "${a[@]}" --contenders env-only sampler-only appo
+}
+
+note "stages: ${STAGES[*]}; out: $OUT; $("$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available() and torch.cuda.get_device_name(0))' 2>&1); $(nproc) cores"
+failed=()
+for s in "${STAGES[@]}"; do
+  if ! declare -F "stage_$s" > /dev/null; then
+    note "unknown stage '$s' (stages: cuda pong ant ppo envs dqn appo)"; failed+=("$s"); continue
+  fi
+  mkdir -p "$OUT/$s"
+  note "stage $s: start"
+  t0=$(date +%s)
+  "stage_$s" > >(tee "$OUT/$s/log.txt") 2>&1
+  rc=$?
+  note "stage $s: exit $rc after $(( $(date +%s) - t0 )) s (log: $OUT/$s/log.txt)"
+  [ $rc -eq 0 ] || failed+=("$s")
+done
+note "done; stages that failed or hit their limit: ${failed[*]:-none}"
