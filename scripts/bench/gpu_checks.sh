@@ -15,6 +15,8 @@
 #   envs   bench_envs.py on Pong-v5 and Ant-v5 at every core: rlfast vs EnvPool vs the raw limit  (5)
 #   dqn    bench_dqn.py at the write-up's settings ($DQN_STEPS steps each, default 100,000)       (9)
 #   appo   bench_appo.py on Pong-v5: appo.py vs its pool's pure simulation                       (6)
+#   pyenvs bench_pyenvs.py (gymnasium envs in worker processes) at every core: the own-envs issue's
+#          85% of the env's single-process rate per core, which 2 cores could not show            (6)
 # DRY=1 shrinks every stage to seconds (a check of this script's plumbing on any machine).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -22,7 +24,7 @@ OUT=${OUT:-bench_out/gpu_checks}
 DRY=${DRY:-0}
 DQN_STEPS=${DQN_STEPS:-100000}
 STAGES=("$@")
-[ ${#STAGES[@]} -eq 0 ] && STAGES=(cuda pong ant ppo envs dqn appo)
+[ ${#STAGES[@]} -eq 0 ] && STAGES=(cuda pong ant ppo envs dqn appo pyenvs)
 PY=${PYTHON:-python3}
 
 note() { echo "[gpu_checks $(date -u +%H:%M:%S)] $*"; }
@@ -83,6 +85,13 @@ stage_dqn() {
   limit 540 "$PY" scripts/bench/bench_dqn.py "${a[@]}" --contenders rlfast cleanrl env-only
 }
 
+stage_pyenvs() {
+  local a=(--num-envs 16 64 256 --seconds 3)
+  [ "$DRY" = 1 ] && a=(--num-envs 8 --seconds 0.5 --warmup 0.2)
+  limit 360 "$PY" scripts/bench/bench_pyenvs.py --tasks CartPole-v1 HalfCheetah-v5 "${a[@]}" \
+    --contenders single loop-per-core rlfast rlfast-async gym-sync gym-async
+}
+
 stage_appo() {
   local a=(--steps 400000)
   [ "$DRY" = 1 ] && a=(--steps 4096 --num-envs 8)
@@ -93,7 +102,7 @@ note "stages: ${STAGES[*]}; out: $OUT; $("$PY" -c 'import torch; print("torch", 
 failed=()
 for s in "${STAGES[@]}"; do
   if ! declare -F "stage_$s" > /dev/null; then
-    note "unknown stage '$s' (stages: cuda pong ant ppo envs dqn appo)"; failed+=("$s"); continue
+    note "unknown stage '$s' (stages: cuda pong ant ppo envs dqn appo pyenvs)"; failed+=("$s"); continue
   fi
   mkdir -p "$OUT/$s"
   note "stage $s: start"
