@@ -13,7 +13,8 @@
 #   ant    configs/ant_5min.toml the same way (the bar: >= 5,000)                                   (6)
 #   ppo    bench_ppo.py at 8 and 64 envs: rlfast vs CleanRL's data path on EnvPool               (9)
 #   envs   bench_envs.py on Pong-v5 and Ant-v5 at every core: rlfast vs EnvPool vs the raw limit  (5)
-#   dqn    bench_dqn.py at the write-up's settings ($DQN_STEPS steps each, default 100,000)       (9)
+#   dqn    bench_dqn.py at the write-up's settings, $DQN_SETTINGS (default 512x2048 128x32 1x32; the
+#          write-up's 500k steps each do not fit a call: $DQN_STEPS each, default 50,000, fps compared) (9)
 #   appo   bench_appo.py on Pong-v5: appo.py vs its pool's pure simulation                       (6)
 #   pyenvs bench_pyenvs.py (gymnasium envs in worker processes) at every core: the own-envs issue's
 #          85% of the env's single-process rate per core, which 2 cores could not show            (6)
@@ -22,7 +23,8 @@ set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 OUT=${OUT:-bench_out/gpu_checks}
 DRY=${DRY:-0}
-DQN_STEPS=${DQN_STEPS:-100000}
+DQN_STEPS=${DQN_STEPS:-50000}
+read -r -a DQN_SETTINGS <<< "${DQN_SETTINGS:-512x2048 128x32 1x32}"
 STAGES=("$@")
 [ ${#STAGES[@]} -eq 0 ] && STAGES=(cuda pong ant ppo envs dqn appo pyenvs)
 PY=${PYTHON:-python3}
@@ -80,7 +82,7 @@ stage_envs() {
 }
 
 stage_dqn() {
-  local a=(--steps "$DQN_STEPS" --learning-starts $(( DQN_STEPS / 5 )) --settings 1x32 128x32 256x128 512x256 512x2048)
+  local a=(--steps "$DQN_STEPS" --learning-starts $(( DQN_STEPS / 5 )) --settings "${DQN_SETTINGS[@]}")
   [ "$DRY" = 1 ] && a=(--steps 2048 --learning-starts 1024 --settings 1x32)
   limit 540 "$PY" scripts/bench/bench_dqn.py "${a[@]}" --contenders rlfast cleanrl env-only
 }
