@@ -3,7 +3,7 @@
 # short and rare: every stage has its own time limit, writes its log (and tables, curves) under
 # $OUT/<stage>/, and a failing stage does not stop the next. On the device machine, from the checkout:
 #
-#     source .gpu/setup.sh && bash scripts/bench/gpu_checks.sh cuda pong      # ~8 min
+#     source .gpu/setup.sh && bash scripts/bench/gpu_checks.sh cuda pong      # up to ~12 min: cuda alone if tight
 #     source .gpu/setup.sh && bash scripts/bench/gpu_checks.sh ant ppo        # the next call
 #
 # Stages (default: all, in this order; each line's minutes are its time limit):
@@ -25,8 +25,9 @@ OUT=${OUT:-bench_out/gpu_checks}
 DRY=${DRY:-0}
 DQN_STEPS=${DQN_STEPS:-50000}
 read -r -a DQN_SETTINGS <<< "${DQN_SETTINGS:-512x2048 128x32 1x32}"
+ALL=(cuda pong ant ppo envs dqn appo pyenvs)
 STAGES=("$@")
-[ ${#STAGES[@]} -eq 0 ] && STAGES=(cuda pong ant ppo envs dqn appo pyenvs)
+[ ${#STAGES[@]} -eq 0 ] && STAGES=("${ALL[@]}")
 PY=${PYTHON:-python3}
 
 note() { echo "[gpu_checks $(date -u +%H:%M:%S)] $*"; }
@@ -55,7 +56,7 @@ demo() {
     local episodes=10; [ "$DRY" = 1 ] && episodes=2
     limit 120 "$PY" scripts/evaluate.py "$run" --episodes "$episodes" --cuda
   else
-    note "$stage: no run dir under $out/runs"
+    note "$stage: no run dir under $out/runs"; return 1
   fi
 }
 
@@ -104,7 +105,7 @@ note "stages: ${STAGES[*]}; out: $OUT; $("$PY" -c 'import torch; print("torch", 
 failed=()
 for s in "${STAGES[@]}"; do
   if ! declare -F "stage_$s" > /dev/null; then
-    note "unknown stage '$s' (stages: cuda pong ant ppo envs dqn appo pyenvs)"; failed+=("$s"); continue
+    note "unknown stage '$s' (stages: ${ALL[*]})"; failed+=("$s"); continue
   fi
   mkdir -p "$OUT/$s"
   note "stage $s: start"
@@ -114,4 +115,4 @@ for s in "${STAGES[@]}"; do
   note "stage $s: exit $rc after $(( $(date +%s) - t0 )) s (log: $OUT/$s/log.txt)"
   [ $rc -eq 0 ] || failed+=("$s")
 done
-note "done; stages that failed or hit their limit: ${failed[*]:-none}"
+note "done; stages that exited non-zero (a benchmark cut at its limit among them): ${failed[*]:-none}"
