@@ -48,9 +48,9 @@ import rlfast
 from rlfast.algos import distributed
 from rlfast.algos.checkpoint import CheckpointSchedule, make_checkpoint, restore, save_checkpoint
 from rlfast.algos.distributed import World
-from rlfast.algos.nets import FrameNet, native_bf16
+from rlfast.algos.nets import FrameNet, denormals_flushed, flush_denormals, native_bf16
 from rlfast.algos.profiling import SectionTimer
-from rlfast.algos.runargs import RunArgs, run_problems, speed_options, usage_error
+from rlfast.algos.runargs import RunArgs, flushes_denormals, run_problems, speed_options, usage_error
 from rlfast.algos.runlog import RunLog, run_dir_name
 from rlfast.algos.signals import Interrupts
 
@@ -110,6 +110,13 @@ class Run:
         if args.bf16 and not native_bf16(self.device) and self.world.is_main:
             print(f"note: --bf16 on {self.device.type}, which has no native bfloat16 (AVX512-BF16 / AMX): it is "
                   "emulated and slower than float32", flush=True)  # fmt: skip
+        flush = flushes_denormals(args, self.device)
+        self._restore_denormals = flush and not denormals_flushed()  # this thread's mode, put back at the end
+        self.flush_denormals = flush and flush_denormals()
+        """torch's CPU threads treat denormals as 0 (``nets.flush_denormals``): set before any of them starts"""
+        if flush and not self.flush_denormals and self.world.is_main:
+            print("note: --flush-denormals: not every CPU thread of torch's flushes denormals (the CPU lacks "
+                  "FTZ/DAZ, or the threads started before the run)", flush=True)  # fmt: skip
         self.speed = speed_options(args, self.device)
         """the CNN's speed options (``nets.set_speed(model, **run.speed)``): the flags, and --auto-speed's picks"""
         distributed.init_process_group(self.world, self.device)
@@ -263,6 +270,7 @@ class Run:
         if not nets:
             return ""
         picked = [name for name, on in (("channels-last", nets[0].channels_last), ("bf16", nets[0].bf16)) if on]
+        picked += ["denormals flushed"] if self.flush_denormals else []
         auto = " (--auto-speed)" if self.args.auto_speed and self.device.type == "cpu" else ""
         return f"  cnn: {' + '.join(picked) or 'float32 NCHW'}{auto}"
 
@@ -323,6 +331,8 @@ class Run:
                 self.exit_code = 128 + self._interrupts.signum
         finally:
             self._interrupts.restore()
+            if self._restore_denormals:
+                torch.set_flush_denormal(False)
             for pool in self.pools:
                 pool.close()
             if self.log is not None:

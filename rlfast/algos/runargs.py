@@ -42,10 +42,14 @@ class RunArgs(Flags):
     bf16: bool = False
     """Atari (Nature CNN) trainers: run the CNN under a bfloat16 autocast, its output and the losses float32
     (fast on a CPU with AVX512-BF16 or AMX and on bf16 GPUs; elsewhere emulated and slower: a note says so)"""
+    flush_denormals: bool = False
+    """treat float32 values below 1.2e-38 as 0 on the CPU (FTZ/DAZ, nets.flush_denormals): Adam's moments of
+    weights whose gradient stays 0 decay into that range, where each costs the CPU a microcode assist"""
     auto_speed: bool = True
     """Atari (Nature CNN) trainers on a CPU: also turn on what pays there and learns the same (README "Training
-    on a CPU"): --channels-last, and --bf16 where the CPU computes bfloat16 natively (AVX512-BF16 / AMX).
-    Turned off, only the options given apply (float32 NCHW without any: CleanRL's numerics). No effect on CUDA"""
+    on a CPU"): --channels-last, --flush-denormals, and --bf16 where the CPU computes bfloat16 natively
+    (AVX512-BF16 / AMX). Turned off, only the options given apply (float32 NCHW without any: CleanRL's
+    numerics). No effect on CUDA"""
     config: Optional[str] = None
     """a TOML preset (configs/*.toml) whose keys are these fields; the command line overrides it"""
     resume: Optional[str] = None
@@ -140,6 +144,13 @@ def speed_options(args: RunArgs, device: torch.device) -> dict[str, bool]:
     ``--auto-speed`` on a CPU channels-last plus bfloat16 where the CPU has it natively (``native_bf16``)."""
     auto = args.auto_speed and device.type == "cpu"
     return {"channels_last": args.channels_last or auto, "bf16": args.bf16 or (auto and native_bf16(device))}
+
+
+def flushes_denormals(args: RunArgs, device: torch.device) -> bool:
+    """Whether a run flushes denormals (``nets.flush_denormals``): ``--flush-denormals``, or ``--auto-speed``
+    on a CPU for an Atari task (where a CNN trains; classic control and MuJoCo keep gymnasium's numerics)."""
+    auto = args.auto_speed and device.type == "cpu" and rlfast.task_family(args.env_id) == "atari"
+    return args.flush_denormals or auto
 
 
 OWN_FAMILIES = ("python", "custom")

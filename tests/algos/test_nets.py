@@ -223,3 +223,60 @@ def test_recurrent_core_is_torch_own_cell_and_starts_zero_the_state(cell):
     fresh, _ = agent.unroll(features.view(T, N, 512)[3:, 1], agent.initial_state(1).double(), torch.zeros(T - 3))
     torch.testing.assert_close(out.view(T, N, 128)[3:, 1], fresh, rtol=0, atol=1e-12)
     torch.testing.assert_close(out.view(T, N, 128)[:3], ref.view(T, N, 128)[:3], rtol=0, atol=1e-12)
+
+
+def test_flush_denormals_reaches_the_threads_started_after_it():
+    # a new thread inherits its creator's floating-point state: flushing before torch's pool starts reaches all
+    # of its threads (the probe multiplies denormals across the pool); a pool started earlier keeps its own
+    code = """
+import sys, torch
+torch.set_num_threads(2)
+if sys.argv[1] == "late":
+    torch.ones(1 << 20).mul_(2.0)  # starts the pool's threads before the flush
+from rlfast.algos.nets import denormals_flushed, flush_denormals
+before = denormals_flushed()
+print(before, flush_denormals(), denormals_flushed())
+"""
+    import subprocess
+    import sys
+
+    runs = {when: subprocess.run([sys.executable, "-c", code, when], capture_output=True, text=True, check=True,
+                                 cwd=ROOT).stdout.split() for when in ("early", "late")}  # fmt: skip
+    assert runs["early"] == ["False", "True", "True"]
+    assert runs["late"] == ["False", "False", "True"]  # this thread flushes; the pool's other thread does not
+
+
+def test_flushed_denormals_leave_adams_weights_as_they_were():
+    # Adam's moments of a weight whose gradient stays 0 decay into the denormals; flushing them to 0 changes
+    # no weight (such a moment moves its weight by far less than the weight's last bit)
+    from rlfast.algos.nets import denormals_flushed
+
+    def steps(flush):
+        torch.manual_seed(0)
+        net = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 4))
+        optimizer = torch.optim.Adam(net.parameters(), lr=1e-3, fused=True)
+        x = torch.randn(32, 64, generator=torch.Generator().manual_seed(1))
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # every op on this thread, whose mode the test sets
+        torch.set_flush_denormal(flush)
+        try:
+            for i in range(1000):
+                if i == 20:  # half the hidden units die: their weights' gradients are 0 from here on
+                    with torch.no_grad():
+                        net[0].bias[:128] = -1e3
+                net(x).square().mean().backward()
+                optimizer.step()
+                optimizer.zero_grad()
+            assert denormals_flushed() == flush
+        finally:
+            torch.set_flush_denormal(False)
+            torch.set_num_threads(threads)
+        moments = optimizer.state[net[0].weight]["exp_avg"]
+        denormal = ((moments != 0) & (moments.abs() < torch.finfo(torch.float32).tiny)).sum().item()
+        return [p.detach().clone() for p in net.parameters()], denormal
+
+    kept, denormal_kept = steps(False)
+    flushed, denormal_flushed = steps(True)
+    assert denormal_kept > 1000 and denormal_flushed == 0  # the case is real: denormals there, and flushed
+    for a, b in zip(kept, flushed):
+        assert torch.equal(a, b)

@@ -171,3 +171,20 @@ def test_auto_speed_picks_channels_last_and_native_bf16_on_a_cpu_only(tmp_path, 
     pool.close()
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("run dir:"))
     assert line.endswith("cnn: channels-last + bf16 (--auto-speed)" if native else "cnn: channels-last (--auto-speed)")
+
+
+@pytest.mark.parametrize("env_id, auto_speed, flush, flushed", [
+    ("Pong-v5", True, False, True),  # --auto-speed on a CPU: an Atari task flushes
+    ("Pong-v5", False, False, False),  # CleanRL's numerics
+    ("CartPole-v1", True, False, False),  # classic control and MuJoCo keep gymnasium's numerics
+    ("CartPole-v1", False, True, True),  # --flush-denormals asks for it anywhere
+])  # fmt: skip
+def test_denormals_are_flushed_during_the_run_and_restored_after(tmp_path, env_id, auto_speed, flush, flushed):
+    from rlfast.algos.nets import denormals_flushed
+
+    assert not denormals_flushed()
+    run = make_run(tmp_path, env_id=env_id, auto_speed=auto_speed, flush_denormals=flush)
+    run.track(models={"model": torch.nn.Linear(1, 1)})
+    with run:
+        assert denormals_flushed() == flushed
+    assert not denormals_flushed()  # the caller's thread as it was
