@@ -39,10 +39,12 @@ def flush_denormals() -> bool:
     """Turns on flush-to-zero and denormals-are-zero (FTZ/DAZ) for this thread and the threads it starts from
     now on, torch's OpenMP workers among them (a new thread inherits its creator's floating-point state).
     Float32 values below 1.2e-38 then count as 0. They are what Adam's moments decay to where a weight's
-    gradient stays 0 (a dead ReLU unit): a trained Pong DQN's had half of its 1.6M largest layer's moments
-    there, and each of them costs the CPU a microcode assist (its fused Adam step 10 ms against 0.7 ms with
-    them flushed, README "Training on a CPU"). Nothing learned changes: such a moment moves a weight by less
-    than a millionth of its last bit. TensorFlow and XLA on a CPU run this way by default.
+    gradient stays 0 (a dead ReLU unit), and there they stay: half of a trained Pong DQN's moments were
+    denormal, each costing the CPU a microcode assist (its fused Adam step 11.5 ms against 0.77 ms with them
+    flushed, README "Training on a CPU"). What is learned does not change: such a moment moves its weight by
+    far less than the weight's last bit (``scripts/bench/check_flush_denormals.py``: 300 gradient steps from
+    that DQN's checkpoint leave every float32 weight bit for bit the same). TensorFlow and XLA on a CPU run
+    this way by default.
 
     Returns whether every thread of torch's pool now flushes: a probe of denormals multiplied across the
     pool comes back all zero. False where the CPU has no FTZ/DAZ, or where the pool's threads were started

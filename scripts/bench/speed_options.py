@@ -5,7 +5,8 @@ the reference in one run. A contender runs with the options it names and no othe
 NCHW eager (CleanRL's numerics), ``rlfast+auto`` what the trainers' defaults pick on this machine
 (``--auto-speed``)."""
 
-OPTIONS = {"cl": "--channels-last", "compile": "--compile", "bf16": "--bf16", "ftz": "--flush-denormals", "auto": "--auto-speed"}
+OPTIONS = {"cl": "--channels-last", "compile": "--compile", "bf16": "--bf16", "ftz": "--flush-denormals",
+           "auto": "--auto-speed"}
 """suffix -> the trainer flag it adds (see RunArgs in rlfast/algos/runargs.py)"""
 
 
