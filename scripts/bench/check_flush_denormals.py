@@ -1,6 +1,8 @@
 """Does flushing denormals (``--flush-denormals``) change what a trained Q-network learns, and what does it save?
 
-From a ``dqn_atari.py`` checkpoint (its Q-network, target network and Adam state, whose moments of dead units'
+From any trainer's checkpoint: the share of its Adam moments in the denormals, and one fused Adam step alone on
+its optimizer state (random gradients, half of them 0), kept and flushed, in ms. From a ``dqn_atari.py``
+checkpoint also (its Q-network, target network and Adam state, whose moments of dead units'
 weights sit in the denormals after a long run), the same gradient steps of the TD loss (``td_loss``, batches of
 random frames from one seed) run twice: denormals kept and flushed. One torch thread, so that every op runs
 on this thread, whose mode the script sets. Printed per CNN path (float32, bf16): the weights that differ at
@@ -8,6 +10,8 @@ the end and by how much, the denormal moments each run ended with, and the secon
 
     python3 scripts/bench/check_flush_denormals.py \
         results/pong_dqn_fp32q/runs/Pong-v5__dqn_pong__2__1795667595/checkpoint.pt
+    python3 scripts/bench/check_flush_denormals.py \
+        results/pong_5min/runs/Pong-v5__ppo_atari__1__1795638280/checkpoint.pt
 """
 
 import copy
@@ -76,6 +80,27 @@ def train(ckpt: dict, args: Args, flush: bool, bf16: bool) -> tuple[list[torch.T
     return [p.detach().clone() for p in q.parameters()], denormal_moments(optimizer.state_dict()), seconds
 
 
+def adam_step_ms(state: dict, flush: bool, repeats: int = 30) -> float:
+    """One fused Adam step on a copy of an optimizer's state_dict (random gradients, half of them 0), in ms."""
+    states = [copy.deepcopy(state["state"][i]) for i in sorted(state["state"])]  # parameters with a state only
+    g = torch.Generator().manual_seed(0)
+    params = [torch.nn.Parameter(torch.randn(s["exp_avg"].shape, generator=g) * 0.01) for s in states]
+    optimizer = torch.optim.Adam(params, fused=True)
+    group = {**state["param_groups"][0], "params": list(range(len(params))), "fused": True}
+    optimizer.load_state_dict({"state": dict(enumerate(states)), "param_groups": [group]})
+    for p in params:
+        p.grad = torch.randn(p.shape, generator=g) * 1e-4 * (torch.rand(p.shape, generator=g) > 0.5)
+    torch.set_flush_denormal(flush)
+    try:
+        optimizer.step()  # the first one allocates
+        start = time.perf_counter()
+        for _ in range(repeats):
+            optimizer.step()
+        return (time.perf_counter() - start) / repeats * 1e3
+    finally:
+        torch.set_flush_denormal(False)
+
+
 def main(args: Args) -> None:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -87,6 +112,13 @@ def main(args: Args) -> None:
 
 def report(args: Args) -> None:
     ckpt = torch.load(args.checkpoint, map_location="cpu", weights_only=False)
+    for name, state in ckpt["optimizers"].items():
+        moments = sum(s["exp_avg"].numel() * 2 for s in state["state"].values())
+        print(f"optimizer {name!r}, step {ckpt['global_step']:,}: {denormal_moments(state):,} of {moments:,} Adam "
+              f"moments denormal; one fused Adam step {adam_step_ms(state, False):.2f} ms kept, "
+              f"{adam_step_ms(state, True):.2f} ms flushed (one thread)")  # fmt: skip
+    if "target" not in ckpt["models"]:
+        return  # the TD-loss comparison needs a dqn_atari.py checkpoint
     at_start = denormal_moments(ckpt["optimizers"]["optimizer"])
     total = sum(p.numel() for p in ckpt["models"]["agent"].values())
     print(f"{args.checkpoint}: step {ckpt['global_step']:,}, {at_start:,} of {2 * total:,} Adam moments denormal; "

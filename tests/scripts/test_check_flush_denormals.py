@@ -23,8 +23,26 @@ def test_runs_both_ways_from_the_same_state_and_reports_each_cnn_path(load_scrip
     assert torch.get_num_threads() == threads  # put back
     out = capsys.readouterr().out
     assert f"step 1, {held:,} of 3,374,412 Adam moments denormal" in out and held >= 10
-    rows = {line.split()[0]: line.split() for line in out.splitlines()[2:]}
+    assert out.splitlines()[0].startswith(f"optimizer 'optimizer', step 1: {held:,} of 3,374,412 Adam moments")
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[3:]}
     assert set(rows) == {"float32", "bf16"}
     for cnn, row in rows.items():
         assert row[2:4] == ["of", "1,687,206"] and int(row[7]) == 0, cnn  # flushed: no denormal moment left
         assert int(row[5].replace(",", "")) >= 10, cnn  # kept: still there
+
+
+def test_times_adam_alone_for_any_trainers_checkpoint(load_script, tmp_path, capsys):
+    # a PPO-style checkpoint (no target network), one of whose parameters never had a gradient (no Adam state):
+    # only the Adam step alone is timed, on the parameters that have a state
+    check = load_script("bench/check_flush_denormals.py")
+    net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Linear(16, 2))
+    optimizer = torch.optim.Adam(net.parameters(), fused=True)
+    net[1](torch.randn(4, 16)).sum().backward()  # the first layer gets no gradient, so no state
+    optimizer.step()
+    path = tmp_path / "checkpoint.pt"
+    torch.save({"models": {"agent": net.state_dict()}, "optimizers": {"optimizer": optimizer.state_dict()},
+                "global_step": 7}, path)  # fmt: skip
+    check.main(check.Args(checkpoint=str(path)))
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("optimizer 'optimizer', step 7: 0 of 68 Adam moments denormal")
+    assert "ms kept" in lines[0] and "ms flushed (one thread)" in lines[0]
