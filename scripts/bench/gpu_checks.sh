@@ -11,21 +11,26 @@
 #   pong   configs/pong_5min.toml for 5 minutes of wall clock from the stage's start, start-up
 #          included, then 10 greedy games of the policy it saved (the bar: >= 18)                   (6)
 #   ant    configs/ant_5min.toml the same way (the bar: >= 5,000)                                   (6)
-#   ppo    bench_ppo.py at 8 and 64 envs: rlfast vs CleanRL's data path on EnvPool               (9)
-#   envs   bench_envs.py on Pong-v5 and Ant-v5 at every core: rlfast vs EnvPool vs the raw limit  (5)
+#   demos  pong and ant at once, each pinned to its own cores (5/16 of them for Pong, the rest for Ant,
+#          threads to match): both bars in one 5-minute window of a shared machine                 (6)
+#   ppo    bench_ppo.py at 8 and 64 envs: rlfast vs CleanRL's data path on EnvPool ($PPO_ARGS)   (9)
+#   envs   bench_envs.py on Pong-v5 and Ant-v5 at every core: rlfast vs EnvPool vs the raw limit
+#          ($ENVS_ARGS: default --seconds 5 --rounds 2)                                            (5)
 #   dqn    bench_dqn.py at the write-up's settings, $DQN_SETTINGS (default 512x2048 128x32 1x32; the
 #          write-up's 500k steps each do not fit a call: $DQN_STEPS each, default 50,000, fps compared) (9)
 #   appo   bench_appo.py on Pong-v5: appo.py vs its pool's pure simulation                       (6)
 #   pyenvs bench_pyenvs.py (gymnasium envs in worker processes) at every core: the own-envs issue's
 #          85% of the env's single-process rate per core, which 2 cores could not show            (6)
-# DRY=1 shrinks every stage to seconds (a check of this script's plumbing on any machine).
+# DRY=1 shrinks every stage to seconds (a check of this script's plumbing on any machine). DEADLINE (epoch
+# seconds) cuts every stage's limit to end 15 s before it, and skips a stage with under 20 s left; PACK=dir
+# packs $OUT at the end into dir/gpu_checks.tgz.* (15 MiB pieces: the device tool brings back few, flat files).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 OUT=${OUT:-bench_out/gpu_checks}
 DRY=${DRY:-0}
 DQN_STEPS=${DQN_STEPS:-50000}
 read -r -a DQN_SETTINGS <<< "${DQN_SETTINGS:-512x2048 128x32 1x32}"
-ALL=(cuda pong ant ppo envs dqn appo pyenvs)
+ALL=(cuda pong ant ppo envs dqn appo pyenvs)  # demos: pong and ant at once, on request
 STAGES=("$@")
 [ ${#STAGES[@]} -eq 0 ] && STAGES=("${ALL[@]}")
 PY=${PYTHON:-python3}
@@ -36,17 +41,27 @@ note() { echo "[gpu_checks $(date -u +%H:%M:%S)] $*"; }
 limit() {
   local s=$1; shift
   [ "$DRY" = 1 ] && s=$(( s < 120 ? s : 120 ))
+  if [ -n "${DEADLINE:-}" ]; then
+    local left=$(( DEADLINE - $(date +%s) - 15 ))
+    s=$(( s < left ? s : left ))
+    if [ "$s" -lt 20 ]; then note "skipped (DEADLINE): $*"; return 124; fi
+  fi
   timeout -s INT -k 60 "$s" "$@"
 }
 
 # demo STAGE SCRIPT CONFIG ENV_ID THRESHOLD DRY_STEPS: the preset for 300 s of wall clock (start-up
 # included), interrupted there if still running, then its curve and 10 greedy episodes of what it saved.
+# With CORES=a-b the run and its evaluation are pinned there (bench_learning.py gives the trainer as many
+# env and torch threads as it has cores).
 demo() {
   local stage=$1 script=$2 config=$3 env_id=$4 threshold=$5 dry_steps=$6
-  local out=$OUT/$stage extra=()
+  local out=$OUT/$stage extra=() pin=()
   [ "$DRY" = 1 ] && extra=(--total-timesteps "$dry_steps")
+  if [ -n "${CORES:-}" ]; then
+    pin=(taskset -c "$CORES")
+  fi
   local t0; t0=$(date +%s)
-  limit 300 "$PY" scripts/bench/bench_learning.py --out "$out" --env-id "$env_id" --seeds 1 --script "$script" \
+  limit 300 "${pin[@]}" "$PY" scripts/bench/bench_learning.py --out "$out" --env-id "$env_id" --seeds 1 --script "$script" \
     --config "$config" --threshold "$threshold" "${extra[@]}" -- --save-minutes 1
   note "$stage: the run ended $(( $(date +%s) - t0 )) s after the stage started (start-up included)"
   "$PY" scripts/bench/bench_learning.py --out "$out" --env-id "$env_id" --seeds 1 --script "$script" \
@@ -54,7 +69,7 @@ demo() {
   local run; run=$(ls -d "$out"/runs/*/ 2>/dev/null | head -1)
   if [ -n "$run" ]; then
     local episodes=10; [ "$DRY" = 1 ] && episodes=2
-    limit 120 "$PY" scripts/evaluate.py "$run" --episodes "$episodes" --cuda
+    limit 120 "${pin[@]}" "$PY" scripts/evaluate.py "$run" --episodes "$episodes" --cuda
   else
     note "$stage: no run dir under $out/runs"; return 1
   fi
@@ -68,15 +83,30 @@ stage_pong() { demo pong ppo_atari.py configs/pong_5min.toml Pong-v5 18 4096; }
 
 stage_ant() { demo ant ppo_continuous.py configs/ant_5min.toml Ant-v5 5000 8192; }
 
+stage_demos() {
+  local n; n=$(nproc)
+  local p=$(( n * 5 / 16 )); [ "$p" -lt 1 ] && p=1
+  mkdir -p "$OUT/pong" "$OUT/ant"
+  CORES=0-$(( p - 1 )) stage_pong > "$OUT/pong/log.txt" 2>&1 &
+  local a=$!
+  CORES=$p-$(( n - 1 )) stage_ant > "$OUT/ant/log.txt" 2>&1 &
+  local b=$!
+  wait $a; local ra=$?
+  wait $b; local rb=$?
+  note "demos: pong (cores 0-$(( p - 1 ))) exit $ra, ant (cores $p-$(( n - 1 ))) exit $rb"
+  tail -n 25 "$OUT/pong/log.txt" "$OUT/ant/log.txt"
+  [ $ra -eq 0 ] && [ $rb -eq 0 ]
+}
+
 stage_ppo() {
-  local a=(--num-envs 8 64 --iterations 3 --rounds 2 --contenders rlfast rlfast-overlap rlfast+compile cleanrl)
+  local a; read -r -a a <<< "${PPO_ARGS:---num-envs 8 64 --iterations 3 --rounds 2 --contenders rlfast rlfast-overlap rlfast+compile cleanrl}"
   [ "$DRY" = 1 ] && a=(--num-envs 8 --iterations 1 --rounds 1 --contenders rlfast cleanrl)
   limit 540 "$PY" scripts/bench/bench_ppo.py "${a[@]}" --json "$OUT/ppo/ppo.json"
 }
 
 stage_envs() {
   local cores; cores=$(nproc)
-  local a=(--seconds 5 --rounds 2)
+  local a; read -r -a a <<< "${ENVS_ARGS:---seconds 5 --rounds 2}"
   [ "$DRY" = 1 ] && a=(--seconds 0.5)
   limit 300 "$PY" scripts/bench/bench_envs.py --tasks Pong-v5 Ant-v5 --num-threads "$cores" "${a[@]}" \
     --contenders raw-limit rlfast-sync rlfast-async envpool-sync envpool-async --json "$OUT/envs/envs.json"
@@ -116,3 +146,8 @@ for s in "${STAGES[@]}"; do
   [ $rc -eq 0 ] || failed+=("$s")
 done
 note "done; stages that exited non-zero (a benchmark cut at its limit among them): ${failed[*]:-none}"
+if [ -n "${PACK:-}" ]; then
+  mkdir -p "$PACK"
+  tar czf - -C "$OUT" . | split -b 15m - "$PACK/gpu_checks.tgz."
+  note "packed $OUT into $(ls "$PACK"/gpu_checks.tgz.* | wc -l) piece(s) under $PACK"
+fi

@@ -52,10 +52,12 @@ class FakePool:
         return self.frames(b), reward, term, trunc, new_game
 
 
-def run_streams(num_envs, per_env, steps, stack, seed, async_batches=False, n_step=1, gamma=0.9):
-    """Feeds a buffer and the reference side by side; returns (buffer, {(env, t): one-step transition}, counts)."""
+def run_streams(num_envs, per_env, steps, stack, seed, async_batches=False, n_step=1, gamma=0.9, device="cpu"):
+    """Feeds a buffer (on ``device``) and the reference (on the host) side by side; returns (buffer,
+    {(env, t): one-step transition}, counts)."""
     pool = FakePool(num_envs, seed)
-    rb = ReplayBuffer(per_env * num_envs, num_envs, FRAME, torch.uint8, stack=stack, n_step=n_step, gamma=gamma)
+    rb = ReplayBuffer(per_env * num_envs, num_envs, FRAME, torch.uint8, stack=stack, n_step=n_step, gamma=gamma,
+                      device=device)
     acting = rlfast.FrameStack(num_envs, stack, FRAME)
     frames, new_game = pool.reset()
     all_ids = torch.arange(num_envs)
@@ -100,7 +102,7 @@ def n_step_transition(reference, e, t, n_step, gamma):
 def check_against_reference(rb, reference, counts):
     valid = rb.valid()
     flat = valid.reshape(-1).nonzero().squeeze(1)
-    got = rb.get(flat)
+    got = {k: v.cpu() for k, v in rb.get(flat).items()}
     seen = set()
     for i in range(len(flat)):
         key = (int(got["env_ids"][i]), int(got["steps"][i]))
@@ -170,6 +172,21 @@ def test_samples_come_uniformly_from_the_valid_transitions(path):
     batch = rb.sample(64)
     assert batch["obs"].shape == (64, 4, 3, 2) and batch["next_obs"].shape == (64, 4, 3, 2)
     assert batch["obs"].dtype == torch.uint8 and batch["dones"].dtype == torch.float32
+
+
+@pytest.mark.cuda
+def test_on_cuda_equals_the_reference_and_samples_only_valid_slots():
+    for n_step, async_batches in ((1, False), (3, True)):
+        rb, reference, counts = run_streams(5, 16, 300, 4, 8, async_batches, n_step=n_step, device="cuda")
+        assert rb.obs.is_cuda
+        check_against_reference(rb, reference, counts)
+        valid = rb.valid().reshape(-1)
+        flat = torch.cat([rb.sample_indices(100) for _ in range(500)])  # the rank path, on the device
+        assert flat.is_cuda and valid[flat].all()
+        hits = torch.bincount(flat, minlength=valid.numel())[valid]
+        assert (hits > 0).all()  # ~50,000 draws over < 60 valid slots reach every one
+        batch = rb.sample(64)
+        assert batch["obs"].is_cuda and batch["obs"].shape == (64, 4, 3, 2) and batch["dones"].dtype == torch.float32
 
 
 def test_breakout_pool_with_episodic_life_matches_the_reference():

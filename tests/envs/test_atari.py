@@ -241,13 +241,14 @@ def test_frame_cap_truncates_the_game():
         assert info["new_game"][0]
 
 
-def test_device_frame_stack_equals_host_stacking():
-    """stack_num=1 + FrameStack == stack_num=4, per env, with async batches and resets."""
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+def test_device_frame_stack_equals_host_stacking(device):
+    """stack_num=1 + FrameStack (on ``device``) == stack_num=4, per env, with async batches and resets."""
     n, batch, steps = 4, 2, 500
     kwargs = dict(num_envs=n, batch_size=batch, num_threads=1, seed=7, episodic_life=True)
     host = rlfast.make("Breakout-v5", stack_num=4, **kwargs)
     newest = rlfast.make("Breakout-v5", stack_num=1, **kwargs)
-    stack = FrameStack(n, 4, newest.single_observation_space.shape, device="cpu")
+    stack = FrameStack(n, 4, newest.single_observation_space.shape, device=device)
     # Each env's k-th action is fixed, so per-env trajectories do not depend on batch order.
     table = np.random.default_rng(0).integers(0, 4, size=(n, steps + 1)).astype(np.int32)
 
@@ -263,8 +264,9 @@ def test_device_frame_stack_equals_host_stacking():
             if stacker is not None:
                 obs = stacker.update(obs, ids, info["new_game"])
             resets += int(info["new_game"].sum())
+            assert obs.device.type == (device if stacker is not None else "cpu")
             for row, e in enumerate(ids.tolist()):
-                per_env[e].append(obs[row].clone())
+                per_env[e].append(obs[row].to("cpu", copy=True))
             acts = np.array([table[e, count[e]] for e in ids.tolist()], dtype=np.int32)
             count[ids.numpy()] += 1
             pool.send(acts, ids.numpy())
