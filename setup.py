@@ -41,7 +41,11 @@ ext = Pybind11Extension(
     define_macros=macros(),
     cxx_std=17,
     extra_compile_args=["-O3", "-Wall", "-Wextra", "-fvisibility=hidden"],
-    extra_link_args=["-pthread", *MUJOCO["extra_link_args"]],
+    # --exclude-libs: symbols from static archives (libale.a; libstdc++.a where a toolchain links it
+    # statically) stay inside _C. Exported, they bind to the copies torch loads globally (its libstdc++.so),
+    # and a static libstdc++ mixed with another version's locale data crashed the first std::ifstream read
+    # (seen on the GPU machine, whose g++ links libstdc++ statically).
+    extra_link_args=["-pthread", "-Wl,--exclude-libs,ALL", *MUJOCO["extra_link_args"]],
 )
 
 class BuildExt(build_ext):

@@ -50,6 +50,7 @@ import importlib.util
 import json
 import multiprocessing as mp
 import os
+import queue
 import subprocess
 import tempfile
 import time
@@ -474,13 +475,26 @@ def run_in_child(fn: Callable[[], Any], timeout: float) -> Any:
 
     child = ctx.Process(target=target)  # not a daemon: gym-async starts processes of its own
     child.start()
+    deadline = time.monotonic() + timeout
     try:
-        got = out.get(timeout=timeout)  # queue.Empty: the child died
+        while True:
+            try:
+                got = out.get(timeout=1.0)
+                break
+            except queue.Empty:
+                if not child.is_alive() and out.empty():  # died without a result (a crash): say so at once
+                    raise ChildDied(f"failed: the contender's process exited with {child.exitcode}") from None
+                if time.monotonic() > deadline:
+                    raise ChildDied(f"failed: no result within {timeout:.0f} s") from None
     finally:
         child.join(timeout=60)
     if isinstance(got, Exception):
         raise got
     return got
+
+
+class ChildDied(RuntimeError):
+    """A contender's process crashed or hung: its row says so and the benchmark goes on."""
 
 
 def run_one(name: str, s: Setup) -> Result:
@@ -493,6 +507,8 @@ def run_one(name: str, s: Setup) -> Result:
         steps, secs, n, b, t = run_in_child(partial(measure_contender, contender, s), s.warmup + s.seconds + 300)
     except SKIPPABLE as e:
         return Result(s.task, name, s.num_envs, 0, 0, 0, 0.0, s.scale, note=f"skipped: {e}")
+    except ChildDied as e:
+        return Result(s.task, name, s.num_envs, 0, 0, 0, 0.0, s.scale, note=str(e))
     return Result(s.task, name, n, b, t, steps, secs, s.scale)
 
 

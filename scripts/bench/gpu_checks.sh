@@ -3,8 +3,13 @@
 # short and rare: every stage has its own time limit, writes its log (and tables, curves) under
 # $OUT/<stage>/, and a failing stage does not stop the next. On the device machine, from the checkout:
 #
-#     source .gpu/setup.sh && bash scripts/bench/gpu_checks.sh cuda pong      # up to ~12 min: cuda alone if tight
-#     source .gpu/setup.sh && bash scripts/bench/gpu_checks.sh ant ppo        # the next call
+#     source scripts/bench/gpu_setup.sh && bash scripts/bench/gpu_checks.sh cuda demos   # ~8 min
+#     source scripts/bench/gpu_setup.sh && bash scripts/bench/gpu_checks.sh ppo envs     # the next call
+#
+# With the device tool's limits (15 minutes of device time a session, start-up and idle included; 8 flat
+# files back): R=$OUT; S=$(date +%s); source ...; DEADLINE=$((S+560)) OUT=/tmp/gc PACK=$R bash ... (timeout 590).
+# The tool sends the working tree, at most 64 MiB: move results/ (committed, ~130 MB) out of the tree for
+# the calls and back after.
 #
 # Stages (default: all, in this order; each line's minutes are its time limit):
 #   cuda   pytest -m cuda: pinned memory, device frame stack, device replay                      (4)

@@ -1,11 +1,14 @@
 """Smoke tests of scripts/bench/bench_envs.py: tiny budgets, real measurements, tables, JSON and the plot out."""
 
+import faulthandler
 import importlib.util
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -114,3 +117,14 @@ def test_startup_rows(tmp_path):
         if importlib.util.find_spec(module):
             assert startup[peer]["make_s"] > 0, peer
     assert json.loads(out.read_text())["results"]["Pong-v5"] == {}  # --contenders with none: start-up only
+
+
+def test_a_crashed_contender_is_a_failed_row_at_once(load_script):
+    """A contender's process that dies (a segfault, as rlfast's did on the GPU machine before its link fix)
+    fails its row within seconds instead of holding the benchmark for the whole timeout."""
+    bench = load_script("bench/bench_envs.py")
+    t0 = time.monotonic()
+    with pytest.raises(bench.ChildDied, match="exited with -11"):
+        bench.run_in_child(lambda: (faulthandler.disable(), os.kill(os.getpid(), signal.SIGSEGV)), timeout=300)
+    assert time.monotonic() - t0 < 30
+    assert bench.run_in_child(lambda: 7, timeout=60) == 7
