@@ -107,9 +107,14 @@ def _compiler() -> str:
     return os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++") or "c++"
 
 
+# --exclude-libs: where the compiler links libstdc++ statically, its symbols stay inside the module instead of
+# binding to the libstdc++ torch loads globally (two versions' locale data crashed a stream read; setup.py).
+FLAGS = ["-std=c++17", "-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-pthread", "-Wl,--exclude-libs,ALL"]
+
+
 def _digest(source: str, header: Path) -> str:
     """A hash of everything the build depends on: the generated source, the user's header (and the headers
-    next to it), the engine's headers and sources, pybind11's version, the compiler and this Python."""
+    next to it), the engine's headers and sources, pybind11's version, the compiler, its flags and this Python."""
     import pybind11
 
     h = hashlib.sha256(source.encode())
@@ -120,6 +125,7 @@ def _digest(source: str, header: Path) -> str:
         h.update(f.read_bytes())
     version = subprocess.run([_compiler(), "--version"], capture_output=True, text=True).stdout
     h.update(f"{pybind11.__version__}|{version}|{sys.version}|{sysconfig.get_config_var('EXT_SUFFIX')}".encode())
+    h.update(" ".join(FLAGS).encode())
     return h.hexdigest()
 
 
@@ -136,8 +142,7 @@ def _build(name: str, source: str, verbose: bool) -> Path:
         main = Path(tmp) / f"{name}.cc"
         main.write_text(source)
         target = Path(tmp) / out.name
-        cmd = [_compiler(), "-std=c++17", "-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-pthread",
-               f"-DMODULE_NAME={name}", f"-I{ROOT}", f"-I{pybind11.get_include()}",
+        cmd = [_compiler(), *FLAGS, f"-DMODULE_NAME={name}", f"-I{ROOT}", f"-I{pybind11.get_include()}",
                f"-I{sysconfig.get_paths()['include']}", str(main), *[str(ROOT / s) for s in ENGINE_SOURCES],
                "-o", str(target)]  # fmt: skip
         if verbose:
