@@ -137,6 +137,23 @@ stage_appo() {
 }
 
 note "stages: ${STAGES[*]}; out: $OUT; $("$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available() and torch.cuda.get_device_name(0))' 2>&1); $(nproc) cores"
+# Preflight: a pool of each family made, reset and stepped. If that fails every stage would too (on the first
+# GPU machine every rlfast.make crashed, and 7 of its 15 minutes went on stages that could not work): print a
+# native backtrace (cuda-gdb debugs host code too; gdb where there is one) and stop, unless FORCE=1.
+SMOKE='import numpy as np, rlfast, torch
+for task in ("CartPole-v1", "Pong-v5", "Ant-v5"):
+    with rlfast.make(task, num_envs=2) as pool:
+        pool.reset()
+        pool.step(torch.as_tensor(np.stack([pool.single_action_space.sample() for _ in range(2)])))
+print("preflight: CartPole-v1, Pong-v5 and Ant-v5 pools made, reset and stepped")'
+if ! timeout 120 "$PY" -X faulthandler -c "$SMOKE"; then
+  note "preflight failed; rlfast._C links: $(ldd rlfast/_C*.so 2>&1 | awk '{print $1}' | tr '\n' ' ')"
+  dbg=$(command -v gdb || command -v cuda-gdb)
+  exe=$("$PY" -c 'import sys; print(sys.executable)')
+  [ -n "$dbg" ] && timeout 120 "$dbg" -batch -ex run -ex bt --args "$exe" -c "$SMOKE" 2>&1 \
+    | grep -v "New Thread\|Thread debugging\|Detaching\|exited" | tail -40
+  [ "${FORCE:-0}" = 1 ] || { note "stopping (FORCE=1 runs the stages anyway)"; STAGES=(); }
+fi
 failed=()
 for s in "${STAGES[@]}"; do
   if ! declare -F "stage_$s" > /dev/null; then
