@@ -191,7 +191,14 @@ def init_process_group(world: World, device: torch.device, timeout_s: float = 60
 
 
 def destroy_process_group() -> None:
+    """Leaves the group at the end of a run: every rank waits for the others first.
+
+    Without the barrier a rank that finished early (not rank 0, which still saves the checkpoint)
+    tore down its gloo connections while its peer was still using them; one CI run saw that rank
+    abort in C++ ("terminate called without an active exception", SIGABRT) at the end of a run.
+    """
     if dist.is_initialized():
+        dist.barrier()
         dist.destroy_process_group()
 
 
