@@ -21,6 +21,7 @@ its source), and prints the table.
 import json
 import math
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -31,6 +32,8 @@ from typing import Any, Optional, Sequence
 
 import tyro
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from rlfast.algos.signals import Interrupts
 
 SCRIPTS = Path(__file__).resolve().parents[1]
 """the trainers' folder"""
@@ -113,13 +116,20 @@ def shown(cmd: list[str]) -> str:
 
 
 def run_seeds(args: Args, out: Path, trainer_flags: list[str]) -> None:
-    """Runs every seed not yet finished (marked by a ``finished`` file in its run dir), ``jobs`` at a time."""
+    """Runs every seed not yet finished (marked by a ``finished`` file in its run dir), ``jobs`` at a time.
+
+    Ctrl-C or SIGTERM (also in a background job, whose SIGINT is ignored from birth) reaches this process only:
+    the trainers run in sessions of their own, and each gets exactly one SIGINT from here, so it saves its
+    checkpoint once (a second signal during the save would cut it short) and the same command resumes it.
+    """
     cores = sorted(os.sched_getaffinity(0))
     todo = [s for s in args.seeds if not ((d := run_dir(out, args.env_id, s)) and (d / "finished").exists())]
     jobs = max(1, min(args.jobs or len(todo) or 1, len(cores)))
     share = len(cores) // jobs
     (out / "logs").mkdir(parents=True, exist_ok=True)
     running: dict[int, tuple[int, subprocess.Popen, object]] = {}  # slot -> (seed, process, log file)
+    interrupts = Interrupts()
+    interrupts.catch()
     try:
         while todo or running:
             for slot in [s for s in range(jobs) if s not in running]:
@@ -131,12 +141,12 @@ def run_seeds(args: Args, out: Path, trainer_flags: list[str]) -> None:
                 log.write(f"\n$ {shown(cmd)}\n")
                 log.flush()
                 env = {**os.environ, "OMP_NUM_THREADS": str(len(mine))}
-                proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
+                proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
                                         preexec_fn=lambda c=mine: os.sched_setaffinity(0, c))  # fmt: skip
+                running[slot] = (seed, proc, log)
                 print(f"seed {seed}: started on cores {mine} (log: {log.name})", flush=True)
                 placement = {"cores": len(mine), "runs_at_once": jobs, "cpu": cpu_model()}
                 (out / "logs" / f"seed{seed}.json").write_text(json.dumps(placement) + "\n")
-                running[slot] = (seed, proc, log)
             time.sleep(1.0)
             for slot, (seed, proc, log) in list(running.items()):
                 if proc.poll() is None:
@@ -149,7 +159,14 @@ def run_seeds(args: Args, out: Path, trainer_flags: list[str]) -> None:
                     raise SystemExit(f"seed {seed} failed with status {proc.returncode}: see {log.name}")
                 (run_dir(out, args.env_id, seed) / "finished").touch()
                 print(f"seed {seed}: finished", flush=True)
-    finally:  # Ctrl-C: the trainers save their checkpoints (the same signal reached them) and the next call resumes
+    except KeyboardInterrupt:
+        for seed, proc, _ in running.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+                print(f"seed {seed}: interrupted, saving its checkpoint", flush=True)
+        raise SystemExit("interrupted: the same command resumes the unfinished seeds") from None
+    finally:  # a second Ctrl-C stops this wait; the trainers still finish saving in their own sessions
+        interrupts.restore()
         for _, proc, log in running.values():
             proc.wait()
             log.close()

@@ -4,8 +4,10 @@ unfinished seed is resumed from its checkpoint."""
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -104,3 +106,28 @@ def test_a_run_that_ended_before_its_first_episode_is_reported_without_a_curve(t
     run = json.loads((out / "curves.json").read_text())["runs"]["1"]
     assert run["steps"] == 64 and run["episodes"] == 0 and run["final"] is None
     assert run["curve"]["steps"] == [] and (out / "table.md").exists()
+
+
+def test_a_signal_to_the_benchmark_alone_checkpoints_its_trainers(tmp_path):
+    """As from a background job (SIGINT ignored from birth) stopped with `kill -INT`: only this process gets the
+    signal; it hands one SIGINT to each running trainer, which saves its checkpoint, and exits; nothing is left
+    running, and the same command resumes."""
+    out = tmp_path / "cartpole"
+    cmd = [sys.executable, SCRIPT, "--out", str(out), *TASK, "--seeds", "1", "--total-timesteps", "10000000", *TRAINER]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))  # fmt: skip
+    log = out / "logs" / "seed1.log"
+    deadline = time.monotonic() + 120
+    while not (log.exists() and "SPS" in log.read_text()):
+        assert proc.poll() is None and time.monotonic() < deadline, "the trainer never reported a step"
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    try:
+        stdout, _ = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError("the benchmark did not stop on SIGINT") from None
+    assert proc.returncode == 1 and "interrupted: the same command resumes" in stdout, stdout
+    assert "interrupted at step" in log.read_text()
+    (run_dir,) = (out / "runs").iterdir()
+    assert (run_dir / "checkpoint.pt").exists() and not (run_dir / "finished").exists()
