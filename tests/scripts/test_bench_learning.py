@@ -110,8 +110,8 @@ def test_a_run_that_ended_before_its_first_episode_is_reported_without_a_curve(t
 
 def test_a_signal_to_the_benchmark_alone_checkpoints_its_trainers(tmp_path):
     """As from a background job (SIGINT ignored from birth) stopped with `kill -INT`: only this process gets the
-    signal; it hands one SIGINT to each running trainer, which saves its checkpoint, and exits; nothing is left
-    running, and the same command resumes."""
+    signal; it hands one SIGINT to each running trainer, which saves its checkpoint, and exits after waiting for
+    it (resuming from such a checkpoint: test_an_unfinished_seed_is_resumed)."""
     out = tmp_path / "cartpole"
     cmd = [sys.executable, SCRIPT, "--out", str(out), *TASK, "--seeds", "1", "--total-timesteps", "10000000", *TRAINER]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
