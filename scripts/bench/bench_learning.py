@@ -14,8 +14,11 @@ unfinished ones from their last checkpoint (``--resume``), so a long benchmark c
 Writes ``OUT/curves.json`` (per seed: the mean return of the last ``--window`` episodes at each episode
 end, against env steps and wall seconds, thinned to at most 400 points; the summary), ``OUT/curves.png``
 (both curves, the threshold, the published reference) and ``OUT/table.md`` (per seed: final, last-10% and
-best windowed mean, steps and minutes to the threshold, steps/s; the median over seeds; the reference with
-its source), and prints the table.
+best windowed mean, steps and minutes to the threshold, steps/s; the median over seeds; the windowed mean at
+equal steps for these runs and the ``--compare`` folders' runs; the reference with its source), and prints
+the table. The equal-steps values come from every episode (``curves.json`` keeps them per run as ``at``, on
+a grid of a tenth of the run's order of magnitude: every 100k steps for a 1-9M-step run), not from the
+thinned curve.
 """
 
 import json
@@ -56,6 +59,8 @@ REFERENCES = {  # published figures: (what, env steps, mean, +- or None); MuJoCo
     ],
 }  # fmt: skip
 MAX_POINTS = 400
+MAX_MARKS = 12
+"""columns of the equal-steps table (every k-th mark of the finest grid when there are more)"""
 PAUSE_S = 120.0  # a gap this long between two iterations is a pause (a resume in another session), not training
 
 
@@ -232,8 +237,43 @@ def curve(path: Path, window: int) -> dict:
         "best": max(p[2] for p in points) if points else None,
         "curve": {"steps": [p[0] for p in keep], "seconds": [round(p[1], 1) for p in keep],
                   "mean_return": [round(p[2], 2) for p in keep]},  # fmt: skip
+        "at": at_marks(points, steps),
         "_points": points,
     }
+
+
+def at_marks(points: list[tuple[int, float, float]], steps: int) -> dict[str, float]:
+    """``{mark: windowed mean}`` at every multiple of a tenth of ``steps``' order of magnitude up to ``steps``
+    (100k, 200k, ... for a 1-9M-step run): the mean of the last full window ending at or before the mark."""
+    if steps <= 0 or not points:
+        return {}
+    grid = 10 ** max(int(math.log10(steps)) - 1, 0)
+    out, i = {}, -1
+    for mark in range(grid, steps + 1, grid):
+        while i + 1 < len(points) and points[i + 1][0] <= mark:
+            i += 1
+        if i >= 0:
+            out[str(mark)] = round(points[i][2], 2)
+    return out
+
+
+def equal_steps(groups: Sequence[tuple[str, dict]]) -> list[str]:
+    """The equal-steps table's lines: one row per run of ``groups`` (``(name, curves.json runs)``), one column
+    per mark held by any of them, at most ``MAX_MARKS``: the marks that are multiples of the smallest multiple
+    of their common grid leaving no more. Runs from an older curves.json (no ``at``) are left out."""
+    rows = [(f"{name}seed {seed}", r["at"]) for name, runs in groups for seed, r in runs.items() if r.get("at")]
+    marks = sorted({int(m) for _, at in rows for m in at})
+    if not marks:
+        return []
+    grid, k = math.gcd(*marks), 1
+    while len(kept := [m for m in marks if m % (k * grid) == 0]) > MAX_MARKS:
+        k += 1
+    marks = kept
+    cell = lambda at, m: fmt(at.get(str(m)), ".1f")  # noqa: E731
+    head = [f"{m / 1e6:g}M" if m >= 100_000 else f"{m:,}" for m in marks]
+    return ["", "Windowed mean at equal steps (the last full window ending at or before each mark, from every episode):",
+            "", "| run | " + " | ".join(head) + " |", "|---|" + "---|" * len(marks)] + [
+        f"| {name} | " + " | ".join(cell(at, m) for m in marks) + " |" for name, at in rows]  # fmt: skip
 
 
 def machines(runs: dict) -> str:
@@ -298,6 +338,7 @@ def report(args: Args, out: Path) -> dict:
         rows += ["", "Beside (the same summary of other runs, from their curves.json):"]
     for other in compared:
         rows.append(f"- {other['label']}: " + summary(other["runs"].values(), args.threshold))
+    rows += equal_steps([("", runs)] + [(f"{other['label']}, ", other["runs"]) for other in compared])
     refs = REFERENCES.get(args.env_id, [])
     if refs:
         rows += ["", "Published reference:"] + [

@@ -46,6 +46,10 @@ def test_each_seed_trains_and_the_table_summarizes_its_curve(done):
         assert r["episodes"] >= 20  # CartPole episodes of a random-ish policy are short
         reached = r["to_threshold"]["steps"]
         assert reached is None or min(c["steps"]) <= reached <= 4096
+        # the equal-steps marks (every 100 steps of a 4,096-step run) read from the curve, here not thinned
+        assert len(c["steps"]) < 400 and r["at"] and set(r["at"]) <= {str(m) for m in range(100, 4001, 100)}
+        for mark, mean in r["at"].items():
+            assert mean == c["mean_return"][max(i for i, s in enumerate(c["steps"]) if s <= int(mark))], mark
     table = (out / "table.md").read_text()
     assert table in proc.stdout and "steps to 30" in table and "| median |" in table
     assert (out / "curves.png").stat().st_size > 10_000
@@ -82,6 +86,29 @@ def test_compare_sets_another_groups_summary_beside_these_runs(done, tmp_path):
     finals = sorted(r["final"] for r in theirs["runs"].values())
     assert f"2 seeds, 4,096 steps or more; median final {sum(finals) / 2:,.0f}" in line
     assert line.endswith("1 of 2 reached 30 (at 1,234)")
+    table = (out / "table.md").read_text()
+    assert "Windowed mean at equal steps" in table
+    equal = table.split("Windowed mean at equal steps")[1].split("\n\n")[1]  # the table after its title
+    rows = [x.split(" | ")[0] for x in equal.splitlines()[2:]]
+    assert rows == ["| seed 1", "| seed 2", "| the same in float32, seed 1", "| the same in float32, seed 2"]
+
+
+def test_equal_steps_marks_and_table(load_script):
+    bl = load_script("bench/bench_learning.py")
+    points = [(150, 0.0, -5.0), (250, 0.0, -4.0), (1000, 0.0, 2.5), (1900, 0.0, 7.0)]  # (step, seconds, mean)
+    # 1,950 steps: marks every 100; none before the first full window (step 150)
+    assert bl.at_marks(points, 1950) == {
+        "200": -5.0, "300": -4.0, **{str(m): -4.0 for m in range(400, 1000, 100)}, "1000": 2.5,
+        **{str(m): 2.5 for m in range(1100, 1900, 100)}, "1900": 7.0}  # fmt: skip
+    assert bl.at_marks(points, 0) == {} and bl.at_marks([], 5000) == {}
+    ours = {"1": {"at": bl.at_marks(points, 1950)}}
+    theirs = {"1": {"at": {"500": 1.0, "1000": 3.0}}, "2": {"curve": {}}}  # seed 2: an older curves.json
+    lines = bl.equal_steps([("", ours), ("fp32, ", theirs)])
+    head, rows = lines[3], lines[5:]
+    marks = [int(m.replace(",", "")) for m in head.strip("| ").split(" | ")[1:]]
+    assert marks == list(range(200, 1901, 200))  # 18 marks held: every 2nd, at most 12 columns
+    assert rows[0] == "| seed 1 | -5.0 | -4.0 | -4.0 | -4.0 | 2.5 | 2.5 | 2.5 | 2.5 | 2.5 |"
+    assert rows[1] == "| fp32, seed 1 | - | - | - | - | 3.0 | - | - | - | - |" and len(rows) == 2
 
 
 def test_an_unfinished_seed_is_resumed(tmp_path):
