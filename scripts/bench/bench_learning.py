@@ -60,7 +60,7 @@ REFERENCES = {  # published figures: (what, env steps, mean, +- or None); MuJoCo
 }  # fmt: skip
 MAX_POINTS = 400
 MAX_MARKS = 12
-"""columns of the equal-steps table (every k-th mark of the finest grid when there are more)"""
+"""columns of the equal-steps table at most (``equal_steps`` keeps the multiples of a coarser grid when more)"""
 PAUSE_S = 120.0  # a gap this long between two iterations is a pause (a resume in another session), not training
 
 
