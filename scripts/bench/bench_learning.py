@@ -247,7 +247,7 @@ def at_marks(points: list[tuple[int, float, float]], steps: int) -> dict[str, fl
     (100k, 200k, ... for a 1-9M-step run): the mean of the last full window ending at or before the mark."""
     if steps <= 0 or not points:
         return {}
-    grid = 10 ** max(int(math.log10(steps)) - 1, 0)
+    grid = mark_grid(steps)
     out, i = {}, -1
     for mark in range(grid, steps + 1, grid):
         while i + 1 < len(points) and points[i + 1][0] <= mark:
@@ -257,15 +257,23 @@ def at_marks(points: list[tuple[int, float, float]], steps: int) -> dict[str, fl
     return out
 
 
+def mark_grid(steps: int) -> int:
+    """The steps between two of a run's equal-steps marks: a tenth of ``steps``' order of magnitude."""
+    return 10 ** max(int(math.log10(steps)) - 1, 0)
+
+
 def equal_steps(groups: Sequence[tuple[str, dict]]) -> list[str]:
     """The equal-steps table's lines: one row per run of ``groups`` (``(name, curves.json runs)``), one column
-    per mark held by any of them, at most ``MAX_MARKS``: the marks that are multiples of the smallest multiple
-    of their common grid leaving no more. Runs from an older curves.json (no ``at``) are left out."""
-    rows = [(f"{name}seed {seed}", r["at"]) for name, runs in groups for seed, r in runs.items() if r.get("at")]
-    marks = sorted({int(m) for _, at in rows for m in at})
-    if not marks:
+    per mark held by any of them on the coarsest run's grid (a run stopped at 0.3M, marked every 10k, beside
+    runs of 1.5M marked every 100k gets the 100k columns: even steps between columns), at most ``MAX_MARKS``:
+    the multiples of the smallest multiple of that grid leaving no more. Runs from an older curves.json (no
+    ``at``) are left out."""
+    held = [(f"{name}seed {seed}", r) for name, runs in groups for seed, r in runs.items() if r.get("at")]
+    if not held:
         return []
-    grid, k = math.gcd(*marks), 1
+    rows = [(name, r["at"]) for name, r in held]
+    grid, k = max(mark_grid(r["steps"]) for _, r in held), 1
+    marks = sorted({int(m) for _, at in rows for m in at if int(m) % grid == 0})
     while len(kept := [m for m in marks if m % (k * grid) == 0]) > MAX_MARKS:
         k += 1
     marks = kept

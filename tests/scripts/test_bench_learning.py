@@ -101,14 +101,26 @@ def test_equal_steps_marks_and_table(load_script):
         "200": -5.0, "300": -4.0, **{str(m): -4.0 for m in range(400, 1000, 100)}, "1000": 2.5,
         **{str(m): 2.5 for m in range(1100, 1900, 100)}, "1900": 7.0}  # fmt: skip
     assert bl.at_marks(points, 0) == {} and bl.at_marks([], 5000) == {}
-    ours = {"1": {"at": bl.at_marks(points, 1950)}}
-    theirs = {"1": {"at": {"500": 1.0, "1000": 3.0}}, "2": {"curve": {}}}  # seed 2: an older curves.json
-    lines = bl.equal_steps([("", ours), ("fp32, ", theirs)])
-    head, rows = lines[3], lines[5:]
-    marks = [int(m.replace(",", "")) for m in head.strip("| ").split(" | ")[1:]]
+    ours = {"1": {"steps": 1950, "at": bl.at_marks(points, 1950)}}
+    theirs = {"1": {"steps": 1000, "at": {"500": 1.0, "1000": 3.0}}, "2": {"curve": {}}}  # 2: an older curves.json
+    marks, rows = columns(bl.equal_steps([("", ours), ("fp32, ", theirs)]))
     assert marks == list(range(200, 1901, 200))  # 18 marks held: every 2nd, at most 12 columns
     assert rows[0] == "| seed 1 | -5.0 | -4.0 | -4.0 | -4.0 | 2.5 | 2.5 | 2.5 | 2.5 | 2.5 |"
     assert rows[1] == "| fp32, seed 1 | - | - | - | - | 3.0 | - | - | - | - |" and len(rows) == 2
+    # a run stopped at 330 steps (marked every 10) beside a longer one (every 100): the columns keep the
+    # longer run's grid, evenly spaced, rather than 60, 120, ... 300 then 600, 900
+    stopped = {"1": {"steps": 330, "at": bl.at_marks([(50, 0.0, -9.0), (290, 0.0, -7.0)], 330)}}
+    assert len(stopped["1"]["at"]) == 29  # 50, 60, ... 330
+    marks, rows = columns(bl.equal_steps([("", stopped), ("bf16, ", ours)]))
+    assert marks == list(range(200, 1901, 200))
+    assert rows[0] == "| seed 1 | -9.0 | - | - | - | - | - | - | - | - |"
+
+
+def columns(lines: list[str]) -> tuple[list[int], list[str]]:
+    """The marks (column heads) and the rows of an equal-steps table."""
+    marks = [int(float(m[:-1]) * 1e6) if m.endswith("M") else int(m.replace(",", ""))
+             for m in lines[3].strip("| ").split(" | ")[1:]]  # fmt: skip
+    return marks, lines[5:]
 
 
 def test_an_unfinished_seed_is_resumed(tmp_path):
