@@ -400,10 +400,12 @@ def plot(result: dict, path: Path, args: Args, compared: Sequence[dict] = ()) ->
             c = r["curve"]
             by_steps.plot([s / 1e6 for s in c["steps"]], c["mean_return"], linestyle="--", linewidth=1,
                           label=f"{other['label']}, seed {seed}")  # fmt: skip
-    for what, steps, mean, pm in result["references"]:
+    notes = []  # the references' numbers by their stars, their text under the figure: long labels by the
+    for i, (what, steps, mean, pm) in enumerate(result["references"], 1):  # stars overlapped where close
         by_steps.errorbar([steps / 1e6], [mean], yerr=[pm] if pm else None, fmt="k*", capsize=4, markersize=10)
-        by_steps.annotate(what.split(",")[0] + f" ({what.split(',')[1].strip()})", (steps / 1e6, mean),
-                          fontsize=7, xytext=(-10, 8), textcoords="offset points", ha="right")  # fmt: skip
+        by_steps.annotate(f"[{i}]", (steps / 1e6, mean), fontsize=7, xytext=(0, 7 + 8 * (i % 2)),
+                          textcoords="offset points", ha="center")  # fmt: skip
+        notes.append(f"[{i}] {what}")
     for ax in (by_steps, by_time):
         if args.threshold is not None:
             ax.axhline(args.threshold, color="gray", linestyle="--", linewidth=1)
@@ -416,7 +418,9 @@ def plot(result: dict, path: Path, args: Args, compared: Sequence[dict] = ()) ->
     by_steps.legend(fontsize=7, loc="lower right")
     fig.suptitle(f"{result['label']} on {args.env_id}", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=80)
+    if notes:
+        fig.text(0.01, 0.0, "\n".join(["references (stars):", *notes]), fontsize=7, va="top", ha="left")
+    fig.savefig(path, dpi=80, bbox_inches="tight")
     plt.close(fig)
 
 
