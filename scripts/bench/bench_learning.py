@@ -21,6 +21,7 @@ a grid of a tenth of the run's order of magnitude: every 100k steps for a 1-9M-s
 thinned curve.
 """
 
+import bisect
 import json
 import math
 import os
@@ -247,14 +248,9 @@ def at_marks(points: list[tuple[int, float, float]], steps: int) -> dict[str, fl
     (100k, 200k, ... for a 1-9M-step run): the mean of the last full window ending at or before the mark."""
     if steps <= 0 or not points:
         return {}
-    grid = mark_grid(steps)
-    out, i = {}, -1
-    for mark in range(grid, steps + 1, grid):
-        while i + 1 < len(points) and points[i + 1][0] <= mark:
-            i += 1
-        if i >= 0:
-            out[str(mark)] = round(points[i][2], 2)
-    return out
+    grid, at = mark_grid(steps), [p[0] for p in points]
+    ends = ((mark, bisect.bisect_right(at, mark) - 1) for mark in range(grid, steps + 1, grid))
+    return {str(mark): round(points[i][2], 2) for mark, i in ends if i >= 0}
 
 
 def mark_grid(steps: int) -> int:
@@ -271,8 +267,8 @@ def equal_steps(groups: Sequence[tuple[str, dict]]) -> list[str]:
     held = [(f"{name}seed {seed}", r) for name, runs in groups for seed, r in runs.items() if r.get("at")]
     if not held:
         return []
-    rows = [(name, r["at"]) for name, r in held]
     grid, k = max(mark_grid(r["steps"]) for _, r in held), 1
+    rows = [(name, r["at"]) for name, r in held]
     marks = sorted({int(m) for _, at in rows for m in at if int(m) % grid == 0})
     while len(kept := [m for m in marks if m % (k * grid) == 0]) > MAX_MARKS:
         k += 1
