@@ -29,7 +29,6 @@ send), ``inference`` and ``storage`` are logged as ``perf/sampler_*``. For Atari
 ``charts/episodic_return`` is the raw score of a whole game; learning uses clipped per-life rewards.
 """
 
-import sys
 from dataclasses import dataclass
 from typing import Callable, Literal, Optional
 
@@ -44,7 +43,7 @@ from rlfast.algos.config import parse_or_resume
 from rlfast.algos.episodes import Episodes
 from rlfast.algos.nets import MLPAgent, NatureCNNAgent, RecurrentNatureCNNAgent, set_speed
 from rlfast.algos.ppo import LOSS_NAMES, PPOLoss, adapt_lr
-from rlfast.algos.run import Run
+from rlfast.algos.run import Run, finish
 from rlfast.algos.runargs import RunArgs, usage_error
 from rlfast.algos.sampler import Sampler, Trajectories, Weights
 
@@ -155,4 +154,4 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(*parse_or_resume(Args, SCRIPT)))
+    finish(main(*parse_or_resume(Args, SCRIPT)))

@@ -17,7 +17,6 @@ buffer. So the action of a step comes from the network as it was before that ste
 Truncated episodes bootstrap; terminated ones do not (``dones`` = terminated).
 """
 
-import sys
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -30,7 +29,7 @@ from rlfast.algos.config import parse_or_resume
 from rlfast.algos.dqn import DQNArgs, ReplayRatio, epsilon_greedy, replay_buffer, soft_update, td_loss
 from rlfast.algos.episodes import Episodes
 from rlfast.algos.replay import ReplayBuffer
-from rlfast.algos.run import Run
+from rlfast.algos.run import Run, finish
 from rlfast.algos.runargs import RunArgs, usage_error, vector_obs_size
 
 SCRIPT = "dqn.py"
@@ -138,4 +137,4 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(*parse_or_resume(Args, SCRIPT)))
+    finish(main(*parse_or_resume(Args, SCRIPT)))

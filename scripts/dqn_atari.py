@@ -20,7 +20,6 @@ gradient steps that are due run (``send``, update, ``recv``).
 uses the clipped, per-life rewards and ends.
 """
 
-import sys
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -35,7 +34,7 @@ from rlfast.algos.dqn import DQNArgs, ReplayRatio, epsilon_greedy, replay_buffer
 from rlfast.algos.episodes import Episodes
 from rlfast.algos.nets import FrameNet, set_speed
 from rlfast.algos.replay import ReplayBuffer
-from rlfast.algos.run import Run
+from rlfast.algos.run import Run, finish
 from rlfast.algos.runargs import RunArgs, usage_error
 
 SCRIPT = "dqn_atari.py"
@@ -175,4 +174,4 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(*parse_or_resume(Args, SCRIPT)))
+    finish(main(*parse_or_resume(Args, SCRIPT)))

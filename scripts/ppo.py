@@ -16,7 +16,6 @@ Episode ends use next-step autoreset and CleanRL's ``next_done = terminated | tr
 convention; ``rlfast/algos/gae.py`` explains what that does to the reset step.
 """
 
-import sys
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -32,7 +31,7 @@ from rlfast.algos.gae import gae
 from rlfast.algos.nets import MLPAgent
 from rlfast.algos.ppo import (LOSS_NAMES, PPOArgs, PPOLoss, Rollout, adapt_lr, anneal_lr, explained_variance,
                               normalize_advantages, ppo_loss)  # fmt: skip
-from rlfast.algos.run import Run
+from rlfast.algos.run import Run, finish
 from rlfast.algos.runargs import RunArgs, usage_error, vector_obs_size
 
 SCRIPT = "ppo.py"
@@ -154,4 +153,4 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(*parse_or_resume(Args, SCRIPT)))
+    finish(main(*parse_or_resume(Args, SCRIPT)))

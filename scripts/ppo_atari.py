@@ -33,7 +33,6 @@ the losses use the clipped, per-life rewards and dones, as CleanRL's. Episode en
 next-step autoreset and CleanRL's done convention (``rlfast/algos/gae.py``).
 """
 
-import sys
 from dataclasses import dataclass
 from typing import Callable, Literal, Optional
 
@@ -51,7 +50,7 @@ from rlfast.algos.gae import gae
 from rlfast.algos.nets import NatureCNNAgent, RecurrentNatureCNNAgent, set_speed
 from rlfast.algos.ppo import (LOSS_NAMES, PPOArgs, PPOLoss, Rollout, adapt_lr, anneal_lr, explained_variance,
                               normalize_advantages, ppo_loss, sequence_rows)  # fmt: skip
-from rlfast.algos.run import Run
+from rlfast.algos.run import Run, finish
 from rlfast.algos.runargs import RunArgs, usage_error
 
 SCRIPT = "ppo_atari.py"
@@ -297,4 +296,4 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(*parse_or_resume(Args, SCRIPT)))
+    finish(main(*parse_or_resume(Args, SCRIPT)))

@@ -21,7 +21,6 @@ clipped actions come back through a pinned host buffer (non-blocking copy, one s
 Episode ends use next-step autoreset and CleanRL's done convention (``rlfast/algos/gae.py``).
 """
 
-import sys
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -39,7 +38,7 @@ from rlfast.algos.gae import gae
 from rlfast.algos.nets import tanh_mlp
 from rlfast.algos.ppo import (LOSS_NAMES, PPOArgs, PPOLoss, Rollout, adapt_lr, anneal_lr, explained_variance,
                               normalize_advantages, ppo_loss)  # fmt: skip
-from rlfast.algos.run import Run
+from rlfast.algos.run import Run, finish
 from rlfast.algos.runargs import RunArgs, usage_error, vector_obs_size
 
 SCRIPT = "ppo_continuous.py"
@@ -248,4 +247,4 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(*parse_or_resume(Args, SCRIPT)))
+    finish(main(*parse_or_resume(Args, SCRIPT)))

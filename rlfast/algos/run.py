@@ -19,7 +19,7 @@ for the rest. It never calls back into the trainer::
         return run.exit_code
 
     if __name__ == "__main__":
-        sys.exit(main(*parse_or_resume(Args, "my_trainer.py")))
+        finish(main(*parse_or_resume(Args, "my_trainer.py")))
 
 ``Run(...)`` checks every flag (``RunArgs.validate``, extended by each Args class) and the task's
 family, and ends the process with one ``error: ...`` line per problem before anything is created;
@@ -37,9 +37,11 @@ the checkpoints ``CheckpointSchedule`` asks for and ends the loop at the last it
 
 import dataclasses
 import functools
+import gc
 import random
+import sys
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, TypeVar
+from typing import Any, Callable, Iterator, Mapping, NoReturn, Optional, Sequence, TypeVar
 
 import numpy as np
 import torch
@@ -55,6 +57,17 @@ from rlfast.algos.runlog import RunLog, run_dir_name
 from rlfast.algos.signals import Interrupts
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def finish(exit_code: int) -> NoReturn:
+    """Ends a trainer's process with ``exit_code`` without the interpreter's last full garbage collection.
+
+    With torch loaded that collection takes seconds and frees nothing a process that is ending needs: it was
+    ~3 s of the ~3.7 s between a CartPole ``ppo.py`` run's last line and its exit on the 2-core machine (both
+    cores busy with other work). ``gc.freeze()`` takes every object out of its reach; everything that must reach
+    disk (checkpoints, the run log) is closed before ``main`` returns, and atexit handlers still run."""
+    gc.freeze()
+    sys.exit(exit_code)
 
 
 class Run:
