@@ -245,15 +245,16 @@ def test_interpreter_exit_with_python_envs_in_flight_does_not_hang(body):
         "    observation_space = gym.spaces.Box(0, 1, (2,))\n"
         "    action_space = gym.spaces.Discrete(2)\n"
         "    def reset(self, *, seed=None, options=None): return np.zeros(2, np.float32), {}\n"
-        "    def step(self, a): time.sleep(30); return np.zeros(2, np.float32), 0.0, False, False, {}\n"
+        "    def step(self, a): time.sleep(120); return np.zeros(2, np.float32), 0.0, False, False, {}\n"
         "p = rlfast.make_from(Slow, 4)\n"
         "p.reset(); p.send(np.zeros(4, np.int64))\n"
         f"{body}\n"
     )
+    # exiting must not wait for the step in flight (120 s); start-up and exit take ~5 s, 18 s under heavy load
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-c", code], timeout=30, capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-c", code], timeout=110, capture_output=True, text=True)
     assert proc.returncode in (0, 3), proc.stderr
-    assert time.monotonic() - start < 15
+    assert time.monotonic() - start < 60
     assert "Traceback" not in proc.stderr and "leaked" not in proc.stderr, proc.stderr
 
 
