@@ -124,7 +124,7 @@ def test_interpreter_exit_with_work_in_flight_does_not_hang(how):
         f"{body}\n"
     )
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-c", code], timeout=20, capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-c", code], timeout=60, capture_output=True, text=True)
     assert proc.returncode in (0, 3), proc.stderr
     assert "terminate called" not in proc.stderr and "Fatal Python error" not in proc.stderr
     if how == "exit":
@@ -132,4 +132,4 @@ def test_interpreter_exit_with_work_in_flight_does_not_hang(how):
     if how == "sys_exit_in_thread" and proc.stderr:
         # A daemon thread blocked in recv gets a clean PoolStateError when atexit closes the pool.
         assert "PoolStateError: the pool was closed while recv() was waiting" in proc.stderr, proc.stderr
-    assert time.monotonic() - start < 20
+    assert time.monotonic() - start < 60  # a hang, not a slow start: importing torch beside another pytest worker

@@ -22,7 +22,7 @@ TRAINER = ["--", "--num-envs", "4", "--num-steps", "64", "--no-cuda", "--save-mi
 
 def bench(out, *args):
     return subprocess.run([sys.executable, SCRIPT, "--out", str(out), *args], check=False, capture_output=True,
-                          text=True, timeout=300, cwd=ROOT, env=ENV)  # fmt: skip
+                          text=True, timeout=600, cwd=ROOT, env=ENV)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
