@@ -83,11 +83,11 @@ def _action_spec(space: gym.Space) -> dict:
     raise ValueError(f"action space {space} is not supported: Discrete, a float Box or MultiDiscrete")
 
 
-def _action_reader(space: gym.Space, view: np.ndarray) -> Callable[[], Any]:
-    """A function that reads the action the engine wrote into ``view`` as ``space`` wants it."""
+def _action_reader(space: gym.Space, view: np.ndarray) -> Optional[Callable[[], Any]]:
+    """A function that reads the action the engine wrote into ``view`` as ``space`` wants it; None for Discrete,
+    whose action comes with the request (``SharedChannel.next``)."""
     if isinstance(space, gym.spaces.Discrete):
-        start = int(space.start)
-        return lambda: int(view[()]) + start
+        return None
     return lambda: view.astype(space.dtype)  # Box, MultiDiscrete: a copy in the space's dtype (the env may keep it)
 
 
@@ -142,25 +142,28 @@ def _worker_loop(index: int, envs: list, shm_name: str, size: int, layout: tuple
         act = np.ndarray(act_shape, act_dtype, buffer=region, offset=channel.action_offset(e))
         readers[e] = (env, _action_reader(action_space, act))
     reset, reset_when_done, last_step = channel.RESET, channel.RESET_WHEN_DONE, channel.LAST_STEP
-    while True:
-        e, kind, seed, flags = channel.next(index)
-        if e < 0:
-            break
+    start = int(action_space.start) if isinstance(action_space, gym.spaces.Discrete) else 0
+    # One call per step answers the last request and takes the next (with a Discrete action, read in C++).
+    e, kind, seed, flags, action = channel.next(index)
+    while e >= 0:
         env, read = readers[e]
         try:
             if kind == reset:
                 obs, _ = env.reset(seed=None if seed < 0 else seed)
                 reward, terminated, truncated = 0.0, False, False
             else:
-                obs, reward, terminated, truncated, _ = env.step(read())
+                obs, reward, terminated, truncated, _ = env.step(action + start if read is None else read())
                 if flags & reset_when_done and (terminated or truncated or flags & last_step):
                     final_views[e][...] = obs  # same-step autoreset: the pool's final_obs
                     obs, _ = env.reset()
+                reward, terminated, truncated = float(reward), bool(terminated), bool(truncated)
             obs_views[e][...] = obs
-            channel.reply(e, float(reward), bool(terminated), bool(truncated))
         except Exception:
             channel.fail(e, f"{type(env.unwrapped).__name__} in worker process {index} (pid {os.getpid()}):\n"
                             f"{traceback.format_exc()}")  # fmt: skip
+            e, kind, seed, flags, action = channel.next(index)
+            continue
+        e, kind, seed, flags, action = channel.reply_next(index, e, reward, terminated, truncated)
     del memory, obs_views, readers, channel
 
 

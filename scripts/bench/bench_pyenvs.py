@@ -15,7 +15,7 @@ process (scripts/bench/bench_envs.py's ``run_in_child``), for a fixed wall-clock
 Printed: env steps/s per contender and N, rlfast's ratio to gym-async, and its efficiency: its steps/s as a
 share of ``single`` x the cores it used (min(cores, N) workers) and as a share of ``loop-per-core``.
 
-    python3 scripts/bench/bench_pyenvs.py                                   # CartPole-v1 and HalfCheetah-v5
+    python3 scripts/bench/bench_pyenvs.py                     # CartPole-v1, LunarLander-v3, HalfCheetah-v5
     python3 scripts/bench/bench_pyenvs.py --tasks CartPole-v1 --num-envs 8 64 --seconds 3
 """
 
@@ -44,8 +44,9 @@ CONTENDERS = ("single", "loop-per-core", "rlfast", "rlfast-async", "gym-sync", "
 
 @dataclass
 class Args:
-    tasks: tuple[str, ...] = ("CartPole-v1", "HalfCheetah-v5")
-    """gymnasium ids, run as gymnasium's own Python envs (HalfCheetah-v5: gymnasium's MuJoCo env)"""
+    tasks: tuple[str, ...] = ("CartPole-v1", "LunarLander-v3", "HalfCheetah-v5")
+    """gymnasium ids, run as gymnasium's own Python envs (LunarLander-v3: Box2D, needs the box2d and pygame
+    packages of the bench extra, skipped without them; HalfCheetah-v5: gymnasium's MuJoCo env)"""
     num_envs: tuple[int, ...] = (8, 64, 256)
     """the vector sizes N"""
     contenders: tuple[str, ...] = CONTENDERS
@@ -174,6 +175,11 @@ def main(args: Args) -> dict[str, dict[str, dict[int, Optional[float]]]]:
     print(f"Python envs, {cores} cores; env steps/s (random actions), each contender in a fresh process", flush=True)
     out: dict[str, dict[str, dict[int, Optional[float]]]] = {}
     for task in args.tasks:
+        try:
+            make_env(task).close()
+        except gym.error.DependencyNotInstalled as e:
+            print(f"{task}: skipped ({e})", flush=True)
+            continue
         rates: dict[str, dict[int, Optional[float]]] = {}
         for name in args.contenders:
             sizes = (1,) if name == "single" else args.num_envs

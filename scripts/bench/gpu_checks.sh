@@ -126,7 +126,7 @@ stage_dqn() {
 stage_pyenvs() {
   local a=(--num-envs 16 64 256 --seconds 3)
   [ "$DRY" = 1 ] && a=(--num-envs 8 --seconds 0.5 --warmup 0.2)
-  limit 360 "$PY" scripts/bench/bench_pyenvs.py --tasks CartPole-v1 HalfCheetah-v5 "${a[@]}" \
+  limit 360 "$PY" scripts/bench/bench_pyenvs.py --tasks CartPole-v1 HalfCheetah-v5 LunarLander-v3 "${a[@]}" \
     --contenders single loop-per-core rlfast rlfast-async gym-sync gym-async
 }
 

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import threading
 import time
+from functools import partial
 
 import gymnasium as gym
 import numpy as np
@@ -66,6 +67,49 @@ def test_gymnasium_id_matches_sync_vector_env_step_for_step():
             np.testing.assert_array_equal(trunc.numpy(), ref_trunc)
             ends += int(term.sum())
         assert ends > 5
+
+
+@pytest.mark.parametrize("continuous", [False, True])
+def test_box2d_lunar_lander_matches_sync_vector_env_step_for_step(continuous):
+    """A heavier gymnasium env with Discrete or float Box actions: the same observations, rewards and ends."""
+    pytest.importorskip("Box2D", reason="gymnasium's Box2D envs need the box2d package (the bench extra)")
+    n = 4
+    make = partial(gym.make, "LunarLander-v3", continuous=continuous)
+    with rlfast.make_from(make, n, seed=5, num_workers=2) as pool:
+        ref = gym.vector.SyncVectorEnv([make for _ in range(n)])
+        obs, _ = pool.reset()
+        ref_obs, _ = ref.reset(seed=[5 + i for i in range(n)])
+        np.testing.assert_array_equal(obs.numpy(), ref_obs)
+        ref.single_action_space.seed(0)
+        ends = 0
+        for _ in range(250):  # random landers crash within ~100 steps: several next-step autoresets
+            a = np.stack([ref.single_action_space.sample() for _ in range(n)])
+            obs, r, term, trunc, _ = pool.step(a)
+            ref_obs, ref_r, ref_term, ref_trunc, _ = ref.step(a)
+            np.testing.assert_array_equal(obs.numpy(), ref_obs)
+            np.testing.assert_array_equal(r.numpy(), ref_r.astype(np.float32))
+            np.testing.assert_array_equal(term.numpy(), ref_term)
+            np.testing.assert_array_equal(trunc.numpy(), ref_trunc)
+            ends += int(term.sum())
+        assert ends >= n
+
+
+def test_a_discrete_action_reaches_the_env_shifted_by_its_start():
+    class Shifted(gym.Env):
+        observation_space = gym.spaces.Box(-10, 10, (1,), np.float32)
+        action_space = gym.spaces.Discrete(3, start=-1)
+
+        def reset(self, *, seed=None, options=None):
+            return np.zeros(1, np.float32), {}
+
+        def step(self, action):
+            assert self.action_space.contains(action), action
+            return np.array([action], np.float32), 0.0, False, False, {}
+
+    with rlfast.make_from(Shifted, 3, num_workers=2) as pool:
+        pool.reset()
+        obs, *_ = pool.step(np.array([0, 1, 2]))  # the pool's actions are indices 0..n-1
+        np.testing.assert_array_equal(obs[:, 0].numpy(), [-1, 0, 1])
 
 
 def test_each_action_reaches_its_env_in_async_batches():

@@ -272,6 +272,11 @@ std::tuple<int, int, int64_t, int32_t> SharedChannel::Next(int w) {
   return {e, me.kind, me.seed, me.flags};
 }
 
+bool SharedChannel::HasRequest(int w) const {
+  const WorkerShared& ws = worker(w);
+  return ws.request_tail.load(std::memory_order_acquire) != ws.request_head.load(std::memory_order_relaxed);
+}
+
 void SharedChannel::PushAnswer(int w, int e) {
   WorkerShared& ws = worker(w);
   const auto [first, count] = layout_.EnvsOf(w);

@@ -118,6 +118,8 @@ class SharedChannel {
   /// Worker side: blocks for worker `w`'s next request and returns (env, kind, seed, flags);
   /// env -1 once the pool closes or the main process is gone (checked every 100 ms).
   std::tuple<int, int, int64_t, int32_t> Next(int w);
+  /// Worker side: whether worker `w` has a request queued (Next would return at once).
+  bool HasRequest(int w) const;
   /// Worker side: `env`'s request is done (its obs, and final obs if it reset, in place).
   void Reply(int env, float reward, bool terminated, bool truncated);
   /// Worker side: `env` raised; `what` (its traceback) goes to recv's EnvError.

@@ -3,6 +3,7 @@
 // the worker processes of rlfast/procpool.py) and the pool of proxy envs.
 #include <unistd.h>
 
+#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
@@ -47,6 +48,23 @@ core::SharedLayout MakeLayout(int num_envs, int num_workers, int64_t obs_bytes, 
   return l;
 }
 
+/// A worker's next request as (env, kind, seed, flags, action): `action` is the first four
+/// bytes of the env's action slot as an int32, its action if the pool's actions are Discrete
+/// (meaningless otherwise). The GIL is let go only when the worker has to wait.
+py::tuple NextRequest(core::SharedChannel& c, int w) {
+  std::tuple<int, int, int64_t, int32_t> r;
+  if (c.HasRequest(w)) {
+    r = c.Next(w);
+  } else {
+    py::gil_scoped_release release;
+    r = c.Next(w);
+  }
+  const auto [e, kind, seed, flags] = r;
+  int32_t action = 0;
+  if (e >= 0) std::memcpy(&action, c.ActionPtr(e), sizeof(action));
+  return py::make_tuple(e, kind, seed, flags, action);
+}
+
 }  // namespace
 
 std::unique_ptr<core::Pool> MakeRemotePool(const std::string& task_id, const core::PoolConfig& config,
@@ -89,12 +107,13 @@ void BindSharedChannel(py::module_& m) {
       .def("obs_offset", [](const SharedChannel& c, int e) { return c.layout().ObsOffset(e); })
       .def("action_offset", [](const SharedChannel& c, int e) { return c.layout().ActionOffset(e); })
       .def("final_obs_offset", [](const SharedChannel& c, int e) { return c.layout().FinalObsOffset(e); })
-      .def("next",
-           [](SharedChannel& c, int w) {
-             py::gil_scoped_release release;
-             return c.Next(w);
-           })
+      .def("next", &NextRequest)
       .def("reply", &SharedChannel::Reply)
+      .def("reply_next",
+           [](SharedChannel& c, int w, int e, float reward, bool terminated, bool truncated) {
+             c.Reply(e, reward, terminated, truncated);
+             return NextRequest(c, w);
+           })
       .def("fail", &SharedChannel::Fail);
 }
 
