@@ -25,7 +25,7 @@
 #          write-up's 500k steps each do not fit a call: $DQN_STEPS each, default 50,000, fps compared) (9)
 #   appo   bench_appo.py on Pong-v5: appo.py vs its pool's pure simulation                       (6)
 #   pyenvs bench_pyenvs.py (gymnasium envs in worker processes) at every core: the own-envs issue's
-#          85% of the env's single-process rate per core, which 2 cores could not show            (6)
+#          85% of the env's single-process rate per core (2 cores: only at N >= 64)                  (6)
 # DRY=1 shrinks every stage to seconds (a check of this script's plumbing on any machine). DEADLINE (epoch
 # seconds) cuts every stage's limit to end 15 s before it, and skips a stage with under 20 s left; PACK=dir
 # packs $OUT at the end into dir/gpu_checks.tgz.* (15 MiB pieces: the device tool brings back few, flat files).
