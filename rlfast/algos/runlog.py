@@ -25,10 +25,14 @@ import torch
 from torch.utils.tensorboard import SummaryWriter
 
 
+def safe_env_id(env_id: str) -> str:
+    """``env_id`` as the run dir names it: gymnasium's ``module:Env-v0`` ids and header paths without ``:`` and ``/``."""
+    return env_id.replace(":", "_").replace("/", "_")
+
+
 def run_dir_name(env_id: str, exp_name: str, seed: int) -> str:
-    """``{env_id}__{exp_name}__{seed}__{unix time}``, CleanRL's run name."""
-    safe_id = env_id.replace(":", "_").replace("/", "_")  # gymnasium's "module:Env-v0" ids
-    return f"{safe_id}__{exp_name}__{seed}__{int(time.time())}"
+    """``{env_id}__{exp_name}__{seed}__{unix time}``, CleanRL's run name (the id through ``safe_env_id``)."""
+    return f"{safe_env_id(env_id)}__{exp_name}__{seed}__{int(time.time())}"
 
 
 def format_eta(seconds: float) -> str:

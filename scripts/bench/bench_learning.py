@@ -37,6 +37,7 @@ from typing import Any, Optional, Sequence
 import tyro
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from rlfast.algos.runlog import safe_env_id
 from rlfast.algos.signals import Interrupts
 
 SCRIPTS = Path(__file__).resolve().parents[1]
@@ -57,6 +58,10 @@ REFERENCES = {  # published figures: (what, env steps, mean, +- or None); MuJoCo
         ("rl_games ppo_pong_envpool.yaml, ~20 at ~1.2-1.5M steps, 1 seed (its plot and docs)", 1_350_000, 20.0, None),
         ("CleanRL ppo_atari_envpool.py, ~18 at ~3.3-3.6M steps, 3 seeds (docs.cleanrl.dev)", 3_450_000, 18.0, None),
         ("CleanRL dqn_atari.py, ~18 at ~3.2M steps, 3 seeds (docs.cleanrl.dev)", 3_200_000, 18.0, None),
+    ],
+    "gymnasium:LunarLander-v3": [  # a Python env in rlfast's worker processes ("Your own environment")
+        ("rl-baselines3-zoo PPO, LunarLander-v2, final policy evaluated after 1M steps (its benchmark.md)", 1_000_000,
+         242.12, 31.82),
     ],
 }  # fmt: skip
 MAX_POINTS = 400
@@ -96,7 +101,7 @@ class Args:
 
 def run_dir(out: Path, env_id: str, seed: int) -> Optional[Path]:
     """This seed's run dir under ``out/runs`` (the newest, if several), or None."""
-    dirs = sorted((out / "runs").glob(f"{env_id}__*__{seed}__*"), key=lambda p: p.stat().st_mtime)
+    dirs = sorted((out / "runs").glob(f"{safe_env_id(env_id)}__*__{seed}__*"), key=lambda p: p.stat().st_mtime)
     return dirs[-1] if dirs else None
 
 

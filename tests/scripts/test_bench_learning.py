@@ -136,6 +136,16 @@ def test_an_unfinished_seed_is_resumed(tmp_path):
     assert again == run_dir and json.loads((out / "curves.json").read_text())["runs"]["1"]["steps"] == 1024
 
 
+def test_a_python_env_id_is_found_under_its_run_dir_name(tmp_path):
+    out = tmp_path / "python_env"  # gymnasium:CartPole-v1 runs in worker processes; its run dir names it without ':'
+    proc = bench(out, "--script", "ppo.py", "--env-id", "gymnasium:CartPole-v1", "--jobs", "1", "--seeds", "1",
+                 "--total-timesteps", "512", *TRAINER)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run_dir,) = (out / "runs").iterdir()
+    assert run_dir.name.startswith("gymnasium_CartPole-v1__") and (run_dir / "finished").exists()
+    assert json.loads((out / "curves.json").read_text())["runs"]["1"]["steps"] == 512
+
+
 def test_a_run_that_ended_before_its_first_episode_is_reported_without_a_curve(tmp_path):
     out = tmp_path / "mountaincar"  # its episodes last 200 steps: none ends within 64
     proc = bench(out, "--script", "ppo.py", "--env-id", "MountainCar-v0", "--jobs", "1", "--seeds", "1",

@@ -80,7 +80,7 @@ struct Answer {
 /// Main process: Init (before starting workers), SetWorkerPid, Post + WakeWorkers (the
 /// pool's send, one thread at a time), TakeAnswers + WaitAnswers (the pool's reader, one
 /// thread at a time), WorkerAlive + AbandonRequests, Close, Destroy. Worker process: Next,
-/// Reply, Fail.
+/// HasRequest, Reply, Fail.
 class SharedChannel {
  public:
   SharedChannel(void* base, const SharedLayout& layout)

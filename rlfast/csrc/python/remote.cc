@@ -108,7 +108,6 @@ void BindSharedChannel(py::module_& m) {
       .def("action_offset", [](const SharedChannel& c, int e) { return c.layout().ActionOffset(e); })
       .def("final_obs_offset", [](const SharedChannel& c, int e) { return c.layout().FinalObsOffset(e); })
       .def("next", &NextRequest)
-      .def("reply", &SharedChannel::Reply)
       .def("reply_next",
            [](SharedChannel& c, int w, int e, float reward, bool terminated, bool truncated) {
              c.Reply(e, reward, terminated, truncated);
