@@ -205,6 +205,24 @@ def test_trains_a_gymnasium_env_in_worker_processes_and_evaluates_it(tmp_path):
     assert "gymnasium:CartPole-v1" in proc.stdout
 
 
+def test_lunarlander_preset_runs_with_its_settings(tmp_path):
+    """configs/lunarlander.toml: gymnasium's Box2D LunarLander in worker processes with SB3-zoo's PPO settings."""
+    pytest.importorskip("Box2D", reason="gymnasium's Box2D envs need the box2d package (the bench extra)")
+    preset = tomllib_load(ROOT / "configs" / "lunarlander.toml")
+    proc = run("ppo.py", "--config", str(ROOT / "configs" / "lunarlander.toml"), "--num-envs", "2", "--num-steps", "64",
+               "--num-minibatches", "2", "--total-timesteps", "256", "--no-cuda", "--torch-threads", "1",
+               "--runs-dir", "runs", cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "ProcessEnvPool('gymnasium:LunarLander-v3'" in proc.stdout
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    args = load_checkpoint(run_dir / "checkpoint.pt")["args"]
+    overridden = {"num_envs", "num_steps", "num_minibatches", "total_timesteps"}
+    for key, value in preset.items():
+        if key not in overridden:
+            assert args[key] == value, key
+    assert preset["bootstrap_truncated"] and not preset["clip_vloss"]  # as SB3's PPO, which the preset follows
+
+
 def test_refuses_observations_an_mlp_cannot_take(tmp_path):
     proc = run("ppo.py", *TINY, "--env-id", "gymnasium:FrozenLake-v1", "--total-timesteps", "512", "--runs-dir", "runs",
                cwd=tmp_path)  # fmt: skip
