@@ -62,6 +62,11 @@ def make_env(task: str) -> gym.Env:
     return gym.make(task)
 
 
+def close_env(task: str) -> None:
+    """Makes and closes one env of ``task``: raises gymnasium's DependencyNotInstalled where a package is missing."""
+    make_env(task).close()
+
+
 def stepper(name: str, task: str, n: int, seed: int) -> Stepper:
     """Contender ``name`` with ``n`` envs of ``task``, reset and ready to step."""
     cores = len(os.sched_getaffinity(0))
@@ -175,8 +180,8 @@ def main(args: Args) -> dict[str, dict[str, dict[int, Optional[float]]]]:
     print(f"Python envs, {cores} cores; env steps/s (random actions), each contender in a fresh process", flush=True)
     out: dict[str, dict[str, dict[int, Optional[float]]]] = {}
     for task in args.tasks:
-        try:
-            make_env(task).close()
+        try:  # in a child, as every contender: the parent never imports an env's packages (bench_envs.run_in_child)
+            run_in_child(partial(close_env, task), 300)
         except gym.error.DependencyNotInstalled as e:
             print(f"{task}: skipped ({e})", flush=True)
             continue
