@@ -83,12 +83,10 @@ def _action_spec(space: gym.Space) -> dict:
     raise ValueError(f"action space {space} is not supported: Discrete, a float Box or MultiDiscrete")
 
 
-def _action_reader(space: gym.Space, view: np.ndarray) -> Optional[Callable[[], Any]]:
-    """A function that reads the action the engine wrote into ``view`` as ``space`` wants it; None for Discrete,
-    whose action comes with the request (``SharedChannel.next``)."""
-    if isinstance(space, gym.spaces.Discrete):
-        return None
-    return lambda: view.astype(space.dtype)  # Box, MultiDiscrete: a copy in the space's dtype (the env may keep it)
+def _action_reader(space: gym.Space, view: np.ndarray) -> Callable[[], Any]:
+    """A function that reads the float32 action the engine wrote into ``view`` as a Box or MultiDiscrete ``space``
+    wants it: a copy in the space's dtype (the env may keep it). A Discrete action comes with the request."""
+    return lambda: view.astype(space.dtype)
 
 
 def _worker_main(index: int, env_fns: bytes, conn: Any) -> None:
@@ -131,18 +129,17 @@ def _worker_loop(index: int, envs: list, shm_name: str, size: int, layout: tuple
     channel = _C.SharedChannel(memory.ctypes.data, *layout)
     obs_space, action_space = envs[0].observation_space, envs[0].action_space
     obs_dtype, obs_shape = _obs_layout(obs_space)
-    spec = _action_spec(action_space)
-    act_dtype = np.int32 if spec["num_actions"] else np.float32
-    act_shape = spec["action"]["shape"]
+    discrete = isinstance(action_space, gym.spaces.Discrete)
+    start = int(action_space.start) if discrete else 0  # the pool's Discrete actions are indices 0..n-1
+    act_shape = _action_spec(action_space)["action"]["shape"]
     obs_views, final_views, readers = {}, {}, {}
     for i, env in enumerate(envs):
         e = first + i
         obs_views[e] = np.ndarray(obs_shape, obs_dtype, buffer=region, offset=channel.obs_offset(e))
         final_views[e] = np.ndarray(obs_shape, obs_dtype, buffer=region, offset=channel.final_obs_offset(e))
-        act = np.ndarray(act_shape, act_dtype, buffer=region, offset=channel.action_offset(e))
-        readers[e] = (env, _action_reader(action_space, act))
+        act = None if discrete else np.ndarray(act_shape, np.float32, buffer=region, offset=channel.action_offset(e))
+        readers[e] = (env, None if discrete else _action_reader(action_space, act))
     reset, reset_when_done, last_step = channel.RESET, channel.RESET_WHEN_DONE, channel.LAST_STEP
-    start = int(action_space.start) if isinstance(action_space, gym.spaces.Discrete) else 0
     # One call per step answers the last request and takes the next (with a Discrete action, read in C++).
     e, kind, seed, flags, action = channel.next(index)
     while e >= 0:
