@@ -24,3 +24,16 @@ def test_cartpole_table_with_every_ratio():
         assert re.search(rf"^\| {row} \| [\d.]+x \| [\d.]+x \|$", out, re.M), row
     for row in ("rlfast / (single x cores used)", "rlfast / loop-per-core", "loop-per-core / (single x cores used)"):
         assert re.search(rf"^\| {re.escape(row)} \| \d+% \| \d+% \|$", out, re.M), row
+
+
+def test_pool_overhead_is_measured_per_env_step():
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "bench" / "bench_pyenv_overhead.py"), "--num-envs", "4", "--num-workers",
+         "2", "--seconds", "0.3", "--warmup", "0.1"],
+        check=False, capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    found = re.search(r"N = 4, batch 4, 2 worker\(s\): ([\d,]+) steps/s; CPU per env step: main process ([\d.]+) us, "
+                      r"workers ([\d.]+) us", proc.stdout)  # fmt: skip
+    assert found, proc.stdout
+    assert int(found.group(1).replace(",", "")) > 0 and float(found.group(3)) > 0  # the workers' CPU was counted
