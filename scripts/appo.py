@@ -17,7 +17,12 @@ the run layer (``rlfast/algos/run.py``) does what every trainer does alike.
     python scripts/appo.py --config configs/cartpole_appo.toml # CartPole (MLP) in about a minute
     python scripts/appo.py --env-id Breakout-v5 --deterministic --num-envs 64 --batch-size 2048
     python scripts/appo.py --recurrent lstm                    # an LSTM core after the CNN
+    python scripts/appo.py --env-id my_pkg:MyEnv-v0            # your own env (worker processes)
     python scripts/evaluate.py runs/<run>
+
+Your own envs (gymnasium ``"module:Env-v0"`` ids, ``rlfast.load_env`` headers) train as the built-in ones: with
+discrete actions, a Box of numbers through the MLP, or uint8 frames of shape (C, 84, 84) through the Nature CNN
+(the env does its own preprocessing: no lives, reward clipping or frame stack is added).
 
 ``--recurrent lstm`` (or ``gru``): the Nature CNN with an LSTM of 128 units (``RecurrentNatureCNNAgent``, as
 CleanRL's ppo_atari_lstm); the sampler keeps each env's state on the device by env id (the async pool returns
@@ -44,7 +49,7 @@ from rlfast.algos.episodes import Episodes
 from rlfast.algos.nets import MLPAgent, NatureCNNAgent, RecurrentNatureCNNAgent, set_speed
 from rlfast.algos.ppo import LOSS_NAMES, PPOLoss, adapt_lr
 from rlfast.algos.run import Run, finish
-from rlfast.algos.runargs import RunArgs, usage_error
+from rlfast.algos.runargs import RunArgs, usage_error, vector_obs_size
 from rlfast.algos.sampler import Sampler, Trajectories, Weights
 
 SCRIPT = "appo.py"
@@ -60,28 +65,29 @@ class Args(APPOArgs, RunArgs):
 
     exp_name: str = "appo"
     env_id: str = "Pong-v5"
-    """the task id: an Atari game or a classic control task with discrete actions (rlfast.list_envs())"""
+    """the task id: an Atari game, a classic control task with discrete actions (rlfast.list_envs()), or your own
+    env with discrete actions (a gymnasium "module:Env-v0" id, a rlfast.load_env header)"""
     total_timesteps: int = 10000000
     recurrent: Literal["none", "lstm", "gru"] = "none"
     """a recurrent core after the CNN (lstm: 128 units, as CleanRL's ppo_atari_lstm); Atari only"""
 
 
 def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> torch.nn.Module:
-    """The network for these spaces: the Nature CNN for stacked 84x84 frames, else the 64-64 tanh MLP
+    """The network for these spaces: the Nature CNN for stacked 84x84 uint8 frames, else the 64-64 tanh MLP
     (scripts/evaluate.py rebuilds it from a checkpoint with this)."""
     if not isinstance(action_space, gym.spaces.Discrete):
         raise usage_error(f"{args.env_id} has a {type(action_space).__name__} action space; appo.py needs Discrete")
-    if len(obs_space.shape) == 3:
-        if tuple(obs_space.shape[1:]) != (84, 84):
-            raise usage_error(f"{args.env_id} observations are {tuple(obs_space.shape)}; the Nature CNN needs "
-                              "(C, 84, 84)")  # fmt: skip
+    if isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 3:
+        if tuple(obs_space.shape[1:]) != (84, 84) or obs_space.dtype != np.uint8:
+            raise usage_error(f"{args.env_id} observations are {tuple(obs_space.shape)} {obs_space.dtype}; the Nature "
+                              "CNN needs uint8 frames of shape (C, 84, 84)")  # fmt: skip
         if args.recurrent != "none":
             return RecurrentNatureCNNAgent(obs_space.shape[0], int(action_space.n), cell=args.recurrent)
         return NatureCNNAgent(obs_space.shape[0], int(action_space.n))
     if args.recurrent != "none":
         raise usage_error(f"--recurrent {args.recurrent} has a CNN encoder: it needs stacked frames, and {args.env_id} "
                           f"observations are {tuple(obs_space.shape)}")  # fmt: skip
-    return MLPAgent(int(np.prod(obs_space.shape)), int(action_space.n))
+    return MLPAgent(vector_obs_size(SCRIPT, args.env_id, obs_space), int(action_space.n))
 
 
 def update(agent: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable[..., PPOLoss], batch: Trajectories,
@@ -127,7 +133,7 @@ def update(agent: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable
 
 def main(args: Args, ckpt: Optional[dict] = None) -> int:
     run = Run(args, SCRIPT, ckpt, iterations=args.num_iterations, steps_per_iteration=args.batch_size,
-              families=("classic_control", "atari"), sections=("wait", "train"))  # fmt: skip
+              families=("classic_control", "atari", "python", "custom"), sections=("wait", "train"))  # fmt: skip
     device, timer = run.device, run.timer
     atari = rlfast.task_family(args.env_id) == "atari"
     env_kwargs = ATARI_ENV_KWARGS if atari else {}

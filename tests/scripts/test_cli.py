@@ -101,7 +101,7 @@ BAD_FLAGS = [
     ("dqn_atari.py", ["--env-id", "CartPole-v1"], "dqn_atari.py trains atari tasks; CartPole-v1 is from the"),
     ("dqn_atari.py", ["--learning-starts", "8"], "--learning-starts 8 must be >= --batch-size 32"),
     ("appo.py", ["--env-id", "Pendulum-v1"], "Pendulum-v1 has a Box action space; appo.py needs Discrete"),
-    ("appo.py", ["--env-id", "Ant-v5"], "appo.py trains classic_control or atari tasks; Ant-v5 is from the mujoco"),
+    ("appo.py", ["--env-id", "Ant-v5"], f"appo.py trains classic_control or atari tasks {OWN}; Ant-v5 is from the"),
     ("appo.py", ["--env-id", "CartPole-v1", "--batch-size", "100"], "--batch-size 100 is not a whole number of "
      "--trajectory-length 32 trajectories"),
     ("appo.py", ["--num-minibatches", "3"], "the 64 trajectories of a batch do not split into --num-minibatches 3"),
