@@ -18,6 +18,11 @@ gradient steps that are due run (``send``, update, ``recv``).
 
 ``charts/episodic_return`` is the raw score of a whole game (all lives), as CleanRL logs it; learning
 uses the clipped, per-life rewards and ends.
+
+Your own pixel env (a gymnasium ``"module:Env-v0"`` id, a ``rlfast.load_env`` header) trains the same way if it
+gives uint8 frames of shape (1, 84, 84), grayscale and resized by the env itself: the frames are stacked and
+stored as the Atari games' are, a game is an episode (from a reset to its end), and no lives or reward clipping
+are added.
 """
 
 from dataclasses import dataclass
@@ -31,11 +36,11 @@ from torch import nn
 import rlfast
 from rlfast.algos.config import parse_or_resume
 from rlfast.algos.dqn import DQNArgs, ReplayRatio, epsilon_greedy, replay_buffer, soft_update, td_loss
-from rlfast.algos.episodes import Episodes
+from rlfast.algos.episodes import Episodes, game_starts
 from rlfast.algos.nets import FrameNet, set_speed
 from rlfast.algos.replay import ReplayBuffer
 from rlfast.algos.run import Run, finish
-from rlfast.algos.runargs import RunArgs, usage_error
+from rlfast.algos.runargs import OWN_FAMILIES, RunArgs, check_frames, usage_error
 
 SCRIPT = "dqn_atari.py"
 STACK = 4
@@ -54,7 +59,7 @@ class Args(DQNArgs, RunArgs):
 
     exp_name: str = "dqn_atari"
     env_id: str = "Breakout-v5"
-    """the Atari task id (rlfast.list_envs())"""
+    """the Atari task id (rlfast.list_envs()), or your own env giving uint8 (1, 84, 84) frames"""
     total_timesteps: int = 10000000
     target_return: Optional[float] = None
     """stop early once the mean raw game score of the last 20 games reaches this"""
@@ -117,29 +122,31 @@ def update(q_network: nn.Module, target_network: nn.Module, optimizer: torch.opt
 
 def main(args: Args, ckpt: Optional[dict] = None) -> int:
     run = Run(args, SCRIPT, ckpt, iterations=args.num_iterations, steps_per_iteration=args.steps_per_iteration,
-              families=("atari",))  # fmt: skip
+              families=("atari", *OWN_FAMILIES))  # fmt: skip
     device, timer = run.device, run.timer
-    envs = run.make_env(args.num_envs, num_threads=args.num_threads, **TRAIN_ENV_KWARGS)
-    frame_shape = envs.single_observation_space.shape  # (1, 84, 84)
+    atari = rlfast.task_family(args.env_id) == "atari"  # else your own pixel env: its frames, its episodes
+    env_kwargs = TRAIN_ENV_KWARGS if atari else {}
+    envs = run.make_env(args.num_envs, num_threads=args.num_threads, **env_kwargs)
+    frame_shape = check_frames(SCRIPT, args.env_id, envs.single_observation_space)  # (1, 84, 84)
     obs_space = gym.spaces.Box(0, 255, (STACK * frame_shape[0], *frame_shape[1:]), np.uint8)
     q_network = set_speed(make_agent(args, obs_space, envs.single_action_space).to(device), **run.speed)
     optimizer = torch.optim.Adam(q_network.parameters(), lr=args.learning_rate, fused=True)
     target_network = set_speed(make_agent(args, obs_space, envs.single_action_space).to(device), **run.speed)
     target_network.load_state_dict(q_network.state_dict())
     run.track(models={"agent": q_network, "target": target_network}, optimizers={"optimizer": optimizer},
-              env_kwargs=TRAIN_ENV_KWARGS, eval_env_kwargs=EVAL_ENV_KWARGS)  # fmt: skip
+              env_kwargs=env_kwargs, eval_env_kwargs=EVAL_ENV_KWARGS if atari else {"frame_stack": STACK})  # fmt: skip
 
     N, T = args.num_envs, args.num_steps
     rb = replay_buffer(args, frame_shape, torch.uint8, device, run.save_with_checkpoint, run.resumed, stack=STACK)
     stack = rlfast.FrameStack(N, STACK, frame_shape, device=device)
     ids = torch.arange(N, device=device)
-    episodes = Episodes(N, atari=True, rows=T)
+    episodes = Episodes(N, atari=atari, rows=T)
     # The frame each env's next action is chosen from, and whether it starts a game (what the buffer stores).
     frame = torch.zeros((N, *frame_shape), dtype=torch.uint8, device=device)
     first = torch.zeros(N, dtype=torch.bool, device=device)
     view, info = envs.reset()
     frame.copy_(view)
-    first.copy_(info["new_game"])
+    first.copy_(game_starts(info))
     obs = stack.update(frame, ids, first)
     global_step = run.global_step
     schedule, loss_fn = ReplayRatio(args, global_step), run.compile(td_loss)
@@ -165,7 +172,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
                     # Views into the pool's ring, valid until the second recv after this one: copied below.
                     rb.add(frame, actions, r, terminated, truncated, first)
                     frame.copy_(o, non_blocking=True)
-                    first.copy_(info["new_game"], non_blocking=True)
+                    first.copy_(game_starts(info), non_blocking=True)
                     obs = stack.update(frame, ids, first)
                     episodes.record(step, terminated, truncated, info)
 

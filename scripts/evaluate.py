@@ -9,7 +9,8 @@ as ``TrainerScript`` and ``Policy``: an ``Args`` dataclass built from the checkp
 ``args``, ``make_agent(args, obs_space, action_space)`` whose ``state_dict`` is the
 checkpoint's ``models["agent"]``, and ``agent.act(obs, greedy)``. A script that lacks any of
 it is named with what it lacks. The envs get the checkpoint's ``eval_env_kwargs`` (e.g.
-ppo_atari.py's whole games with raw scores, on stacks made by the pool).
+ppo_atari.py's whole games with raw scores, on stacks made by the pool), but for ``frame_stack``: k, which
+stacks k of the env's frames here as the Atari trainers do on the device (a user's pixel env).
 
 An ``ObsNormalizer`` saved as ``normalizers["obs"]`` is applied, frozen. Each of the
 ``--episodes`` envs contributes its first episode (so short episodes are not over-counted).
@@ -23,12 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+import gymnasium as gym
 import numpy as np
 import torch
 import tyro
 
 import rlfast
 from rlfast.algos.checkpoint import contract_problems, load_checkpoint
+from rlfast.algos.episodes import game_starts
 from rlfast.algos.normalize import ObsNormalizer
 
 SCRIPTS = Path(__file__).resolve().parent
@@ -59,6 +62,32 @@ def load_script(name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+class StackedFrames:
+    """``pool`` with each env's last ``k`` frames stacked, as the Atari trainers stack a user's pixel env's frames:
+    what ``evaluate`` uses of a pool (``reset``, ``step``, the spaces, ``num_envs``), closed with it."""
+
+    def __init__(self, pool: "rlfast.EnvPool", k: int) -> None:
+        self.pool, self.num_envs = pool, pool.num_envs
+        frame = pool.single_observation_space.shape
+        self.stack, self.ids = rlfast.FrameStack(pool.num_envs, k, frame), torch.arange(pool.num_envs)
+        self.single_observation_space = gym.spaces.Box(0, 255, (k * frame[0], *frame[1:]), np.uint8)
+        self.single_action_space = pool.single_action_space
+
+    def reset(self) -> tuple[torch.Tensor, dict]:
+        frames, info = self.pool.reset()
+        return self.stack.update(frames, self.ids, game_starts(info)), info
+
+    def step(self, actions: torch.Tensor) -> tuple:
+        frames, reward, terminated, truncated, info = self.pool.step(actions)
+        return self.stack.update(frames, self.ids, game_starts(info)), reward, terminated, truncated, info
+
+    def __enter__(self) -> "StackedFrames":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.pool.close()
 
 
 def evaluate(
@@ -112,11 +141,14 @@ def main(args: Args) -> int:
     device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
     torch.manual_seed(args.seed)
 
-    env_kwargs = ckpt.get("eval_env_kwargs", ckpt["env_kwargs"])  # older checkpoints have only the training ones
+    env_kwargs = dict(ckpt.get("eval_env_kwargs", ckpt["env_kwargs"]) or {})  # older ones: only the training ones
+    stack = env_kwargs.pop("frame_stack", None)
     try:
         envs = rlfast.make(env_id, args.episodes, seed=args.seed, **env_kwargs)
     except ValueError as e:
         raise SystemExit(f"error: {env_id}: {e}") from None
+    if stack is not None:
+        envs = StackedFrames(envs, stack)
     with envs:
         agent = script.make_agent(train_args, envs.single_observation_space, envs.single_action_space)
         problems = contract_problems(script, agent)

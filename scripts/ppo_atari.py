@@ -31,6 +31,10 @@ minibatches of whole env rollouts unrolled from it; ``--num-envs`` must split in
 ``charts/episodic_length`` its agent steps, as CleanRL logs them (``rlfast/algos/episodes.py``);
 the losses use the clipped, per-life rewards and dones, as CleanRL's. Episode ends use
 next-step autoreset and CleanRL's done convention (``rlfast/algos/gae.py``).
+
+Your own pixel env (a gymnasium ``"module:Env-v0"`` id, a ``rlfast.load_env`` header) trains the same way if it
+gives uint8 frames of shape (1, 84, 84), grayscale and resized by the env itself: the frames are stacked as the
+Atari games' are, a game is an episode (from a reset to its end), and no lives or reward clipping are added.
 """
 
 from dataclasses import dataclass
@@ -44,14 +48,14 @@ from torch import nn
 import rlfast
 from rlfast.algos.config import parse_or_resume
 from rlfast.algos.distributed import World
-from rlfast.algos.episodes import Episodes
+from rlfast.algos.episodes import Episodes, game_starts
 from rlfast.algos.flags import bounded
 from rlfast.algos.gae import gae
 from rlfast.algos.nets import NatureCNNAgent, RecurrentNatureCNNAgent, set_speed
 from rlfast.algos.ppo import (LOSS_NAMES, PPOArgs, PPOLoss, Rollout, adapt_lr, anneal_lr, explained_variance,
                               normalize_advantages, ppo_loss, sequence_rows)  # fmt: skip
 from rlfast.algos.run import Run, finish
-from rlfast.algos.runargs import RunArgs, usage_error
+from rlfast.algos.runargs import OWN_FAMILIES, RunArgs, check_frames, usage_error
 
 SCRIPT = "ppo_atari.py"
 STACK = 4
@@ -68,7 +72,7 @@ class Args(PPOArgs, RunArgs):
 
     exp_name: str = "ppo_atari"
     env_id: str = "Pong-v5"
-    """the Atari task id (rlfast.list_envs())"""
+    """the Atari task id (rlfast.list_envs()), or your own env giving uint8 (1, 84, 84) frames"""
     total_timesteps: int = 10000000
     num_envs: int = 8
     clip_coef: float = 0.1
@@ -127,7 +131,7 @@ class EnvGroup:
     """[n] env ids on the device (a sync pool returns its envs in id order)"""
 
 
-def make_groups(run: Run, args: Args) -> list[EnvGroup]:
+def make_groups(run: Run, args: Args, env_kwargs: dict) -> list[EnvGroup]:
     """The rank's envs as one sync pool, or two of half the envs (``--overlap``); env i gets ``env_seed + i``."""
     halves = 2 if args.overlap else 1
     n = run.local_num_envs // halves
@@ -135,7 +139,7 @@ def make_groups(run: Run, args: Args) -> list[EnvGroup]:
     split = [(threads + 1) // 2, max(threads // 2, 1)] if halves == 2 else [threads]
     groups = []
     for k in range(halves):
-        pool = run.make_env(n, num_threads=min(split[k], n), seed=run.env_seed + k * n, **TRAIN_ENV_KWARGS)
+        pool = run.make_env(n, num_threads=min(split[k], n), seed=run.env_seed + k * n, **env_kwargs)
         stack = rlfast.FrameStack(n, args.stack, pool.single_observation_space.shape, device=run.device)
         ids = torch.arange(n, device=run.device)
         groups.append(EnvGroup(pool, slice(k * n, (k + 1) * n), stack, ids))
@@ -214,28 +218,31 @@ def update(agent: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable
 
 def main(args: Args, ckpt: Optional[dict] = None) -> int:
     run = Run(args, SCRIPT, ckpt, iterations=args.num_iterations, steps_per_iteration=args.batch_size,
-              families=("atari",), data_parallel=True)  # fmt: skip
+              families=("atari", *OWN_FAMILIES), data_parallel=True)  # fmt: skip
     device, timer = run.device, run.timer
-    groups = make_groups(run, args)
-    frame_shape = groups[0].pool.single_observation_space.shape
+    atari = rlfast.task_family(args.env_id) == "atari"  # else your own pixel env: its frames, its episodes
+    groups = make_groups(run, args, TRAIN_ENV_KWARGS if atari else {})
+    frame_shape = check_frames(SCRIPT, args.env_id, groups[0].pool.single_observation_space)
     obs_space = gym.spaces.Box(0, 255, (args.stack * frame_shape[0], *frame_shape[1:]), np.uint8)
     num_actions = int(groups[0].pool.single_action_space.n)
     agent = make_agent(args, obs_space, groups[0].pool.single_action_space).to(device)
     set_speed(agent, **run.speed)  # the CNN's speed options: the flags and --auto-speed's picks
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
-    run.track(models={"agent": agent}, optimizers={"optimizer": optimizer}, env_kwargs=TRAIN_ENV_KWARGS,
-              eval_env_kwargs={**EVAL_ENV_KWARGS, "stack_num": args.stack})  # fmt: skip
+    # scripts/evaluate.py's envs: whole games on stacks the pool makes; your env's frames it stacks itself
+    eval_kwargs = {**EVAL_ENV_KWARGS, "stack_num": args.stack} if atari else {"frame_stack": args.stack}
+    run.track(models={"agent": agent}, optimizers={"optimizer": optimizer},
+              env_kwargs=TRAIN_ENV_KWARGS if atari else {}, eval_env_kwargs=eval_kwargs)  # fmt: skip
     policy, loss_fn = run.compile(agent.get_action_and_value), run.compile(minibatch_loss)
 
     # Rollout storage on the training device (observations as uint8); whole games on the host, where they arrive.
     T, B = args.num_steps, run.local_num_envs  # this rank's envs (all of them without torchrun)
     rollout = Rollout(T, B, obs_space.shape, obs_dtype=torch.uint8, device=device)
-    episodes = Episodes(B, atari=True, rows=T)
+    episodes = Episodes(B, atari=atari, rows=T)
     next_obs = torch.zeros((B, *obs_space.shape), dtype=torch.uint8, device=device)
     next_done = torch.zeros(B, dtype=torch.bool, device=device)
     for group in groups:
         frames, info = group.pool.reset()
-        next_obs[group.envs] = group.stack.update(frames.to(device), group.ids, info["new_game"].to(device))
+        next_obs[group.envs] = group.stack.update(frames.to(device), group.ids, game_starts(info).to(device))
     memory = None  # --recurrent: each env's state before next_obs, and at the rollout's start with whether it starts there
     if args.recurrent != "none":
         memory = {"next_state": agent.initial_state(B, device), "state": agent.initial_state(B, device),
@@ -267,7 +274,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
             rollout.store((step, group.envs), rewards=r)
             torch.logical_or(term.to(device, non_blocking=True), trunc.to(device, non_blocking=True),
                              out=next_done[group.envs])  # fmt: skip
-            new_game = info["new_game"]
+            new_game = game_starts(info)
             frames = o.to(device, non_blocking=True)
             next_obs[group.envs] = group.stack.update(frames, group.ids, new_game.to(device, non_blocking=True))
             episodes.record(step, term, trunc, info, group.envs)

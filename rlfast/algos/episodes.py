@@ -83,6 +83,12 @@ class GameStats:
         return ended, self.score, self.length
 
 
+def game_starts(info: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    """[B] which step results are the first observation of a game (``rlfast.FrameStack``'s ``new_game``): an Atari
+    env's own flag (a game spans lives); for any other env, where a reset put it (``elapsed_step`` 0)."""
+    return info["new_game"] if "new_game" in info else info["elapsed_step"] == 0
+
+
 class Episodes:
     """The episodes that end in a trainer's step results, for ``RunLog.episodes``: a ``rows`` x ``num_envs``
     table filled by ``record`` (the sync trainers: row = step of the rollout), or a list filled by

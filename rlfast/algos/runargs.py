@@ -166,6 +166,16 @@ def vector_obs_size(script: str, env_id: str, obs_space: gym.Space) -> int:
     return int(np.prod(obs_space.shape))
 
 
+def check_frames(script: str, env_id: str, obs_space: gym.Space) -> tuple[int, ...]:
+    """The shape of ``env_id``'s frames, which the Atari trainers stack for their Nature CNN: a usage error unless they
+    are uint8 of shape (1, 84, 84), as the engine's Atari frames (a user's pixel env grays and resizes its own)."""
+    if not (isinstance(obs_space, gym.spaces.Box) and obs_space.dtype == np.uint8 and obs_space.shape == (1, 84, 84)):
+        shown = f"{tuple(obs_space.shape)} {obs_space.dtype}" if isinstance(obs_space, gym.spaces.Box) else obs_space
+        raise usage_error(f"{env_id} observations are {shown}; {script} stacks uint8 frames of shape (1, 84, 84) "
+                          "(grayscale 84x84, as its Atari games give them)")  # fmt: skip
+    return tuple(obs_space.shape)
+
+
 def usage_error(*problems: str) -> SystemExit:
     """The exit of a bad command line: one ``error: ...`` line per problem on stderr, status 1 (raise it)."""
     return SystemExit("\n".join(f"error: {p}" for p in problems))

@@ -106,3 +106,40 @@ def test_record_takes_the_pools_episode_totals_outside_atari():
     assert ended.tolist() == [True, False, True]
     done, ret, length = eps.table
     assert done[0].sum() == 0 and ret[1].tolist() == [1.5, 2.0, 3.0] and length[1].tolist() == [4, 5, 6]
+
+
+def test_game_starts_stack_a_users_frames_as_gymnasiums_frame_stack(pixel_env):
+    """A user's pixel env (no ``new_game`` flag) in worker processes: ``game_starts`` (a reset's result, elapsed step
+    0) drives ``rlfast.FrameStack`` to the stacks gymnasium's ``FrameStackObservation`` makes of the same env, step
+    for step, across the time limit's resets (next-step autoreset: a step after an episode's end resets the env)."""
+    import gymnasium as gym
+
+    import dotframes  # noqa: F401 - registers the user's envs, as "dotframes:..." does in the workers
+    from rlfast.algos.episodes import game_starts
+
+    n, k, steps = 3, 4, 130  # episodes end at 40 steps: three resets each
+    rng = np.random.default_rng(0)
+    actions = rng.integers(0, 3, (steps, n))
+    refs = [gym.wrappers.FrameStackObservation(gym.make("DotFrame-v0"), k, padding_type="reset") for _ in range(n)]
+    want = [env.reset(seed=7 + i)[0] for i, env in enumerate(refs)]
+    ends = [False] * n
+    with rlfast.make("dotframes:DotFrame-v0", n, seed=7) as pool:
+        stack, ids = rlfast.FrameStack(n, k, (1, 84, 84)), torch.arange(n)
+        frames, info = pool.reset()
+        assert game_starts(info).all()
+        got = stack.update(frames, ids, game_starts(info))
+        starts = 0
+        for t in range(steps):
+            assert np.array_equal(got.numpy(), np.stack(want).reshape(n, k, 84, 84)), t
+            frames, _, term, trunc, info = pool.step(torch.from_numpy(actions[t]))
+            for i, env in enumerate(refs):
+                if ends[i]:
+                    want[i] = env.reset()[0]
+                    ends[i] = False
+                else:
+                    want[i], _, te, tr, _ = env.step(int(actions[t, i]))
+                    ends[i] = te or tr
+            assert (term | trunc).tolist() == ends
+            starts += int(game_starts(info).sum())
+            got = stack.update(frames, ids, game_starts(info))
+        assert starts == 3 * n  # every env reset three times after its first episode's 40 steps

@@ -1,11 +1,10 @@
 """scripts/appo.py end to end with seconds-long budgets: run dir, tensorboard tags (policy lag, the sampler's
 profile), checkpoint, evaluate.py, --resume, Ctrl-C, an Atari run, users' envs in worker processes (an MLP one and
-a pixel one through the CNN), --deterministic giving the same losses twice, and a slow test that trains CartPole with the preset. The pieces: tests/algos/test_appo_pieces.py, test_vtrace.py."""
+a pixel one through the CNN), --deterministic giving the same losses twice, and a slow test that trains CartPole
+with the preset. The pieces: tests/algos/test_appo_pieces.py, test_vtrace.py."""
 
-import os
 import re
 import subprocess
-import textwrap
 import sys
 import time
 from pathlib import Path
@@ -25,47 +24,6 @@ TINY = ["--env-id", "CartPole-v1", "--num-envs", "8", "--trajectory-length", "8"
 def run(script, *args, cwd, timeout=180, env=None):
     return subprocess.run([sys.executable, str(SCRIPTS / script), *args], check=False, capture_output=True, text=True,
                           timeout=timeout, cwd=cwd, env=env)  # fmt: skip
-
-
-PIXEL_ENV = textwrap.dedent('''
-    """A user's pixel env: 4 stacked 84x84 uint8 frames of a dot the agent steers left or right, +1 in the middle."""
-    import gymnasium as gym
-    import numpy as np
-
-
-    class DotFrames(gym.Env):
-        action_space = gym.spaces.Discrete(3)
-
-        def __init__(self, dtype="uint8"):
-            self.observation_space = gym.spaces.Box(0, 255, (4, 84, 84), np.dtype(dtype))
-            self.frames = np.zeros((4, 84, 84), np.dtype(dtype))
-
-        def _obs(self):
-            self.frames[:-1] = self.frames[1:]
-            self.frames[-1] = 0
-            self.frames[-1, 40:44, self.x : self.x + 4] = 255
-            return self.frames.copy()
-
-        def reset(self, *, seed=None, options=None):
-            super().reset(seed=seed)
-            self.x = int(self.np_random.integers(0, 80))
-            return self._obs(), {}
-
-        def step(self, action):
-            self.x = min(80, max(0, self.x + 4 * (int(action) - 1)))
-            return self._obs(), float(36 <= self.x <= 44), False, False, {}
-
-
-    gym.register("DotFrames-v0", entry_point=DotFrames, max_episode_steps=40)
-    gym.register("DotFramesFloat-v0", entry_point=DotFrames, kwargs={"dtype": "float32"}, max_episode_steps=40)
-''')
-"""a user's module registering a pixel env (and a float one the CNN refuses), importable as ``dotframes``"""
-
-
-def with_module(tmp_path, name, source):
-    """An environment whose PYTHONPATH finds module ``name`` (``source``) in ``tmp_path``."""
-    (tmp_path / f"{name}.py").write_text(source)
-    return {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
 
 
 def scalars(run_dir, tag):
@@ -166,7 +124,8 @@ def test_atari_run_logs_whole_games(tmp_path):
 
 
 def test_trains_a_gymnasium_env_in_worker_processes_and_evaluates_it(tmp_path):
-    """A gymnasium "module:Env-v0" id runs as Python envs (rlfast/procpool.py) through the MLP; evaluate.py replays it."""
+    """A gymnasium "module:Env-v0" id runs as Python envs (rlfast/procpool.py) through the MLP; evaluate.py replays
+    it."""
     proc = run("appo.py", *TINY, "--env-id", "gymnasium:CartPole-v1", "--total-timesteps", "640", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "ProcessEnvPool('gymnasium:CartPole-v1', num_envs=8, batch_size=4" in proc.stdout
@@ -179,9 +138,9 @@ def test_trains_a_gymnasium_env_in_worker_processes_and_evaluates_it(tmp_path):
     )
 
 
-def test_trains_a_users_pixel_env_through_the_cnn(tmp_path):
+def test_trains_a_users_pixel_env_through_the_cnn(tmp_path, pixel_env):
     """uint8 (C, 84, 84) frames of a user's env go to the Nature CNN, with no Atari wrapper added."""
-    env = with_module(tmp_path, "dotframes", PIXEL_ENV)
+    env = pixel_env
     proc = run("appo.py", *TINY, "--env-id", "dotframes:DotFrames-v0", "--total-timesteps", "640", cwd=tmp_path,
                env=env)  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -201,9 +160,8 @@ def test_trains_a_users_pixel_env_through_the_cnn(tmp_path):
     ("gymnasium:FrozenLake-v1", "gymnasium:FrozenLake-v1 has Discrete observations; appo.py needs a Box"),
     ("gymnasium:Pendulum-v1", "gymnasium:Pendulum-v1 has a Box action space; appo.py needs Discrete"),
 ])  # fmt: skip
-def test_refuses_a_users_env_it_cannot_train(tmp_path, env_id, message):
-    proc = run("appo.py", *TINY, "--env-id", env_id, "--total-timesteps", "640", cwd=tmp_path,
-               env=with_module(tmp_path, "dotframes", PIXEL_ENV))  # fmt: skip
+def test_refuses_a_users_env_it_cannot_train(tmp_path, pixel_env, env_id, message):
+    proc = run("appo.py", *TINY, "--env-id", env_id, "--total-timesteps", "640", cwd=tmp_path, env=pixel_env)
     assert proc.returncode == 1 and message in proc.stderr, proc.stdout + proc.stderr
 
 

@@ -71,7 +71,7 @@ def tiny_checkpoint(path, script="ppo.py", **overrides):
 OWN = "and your own envs (gymnasium 'module:Env-v0' ids, rlfast.load_env headers)"
 """what the MLP trainers' family errors add about users' envs"""
 BAD_FLAGS = [
-    ("ppo_atari.py", ["--env-id", "CartPole-v1"], "trains atari tasks; CartPole-v1 is from the classic_control family"),
+    ("ppo_atari.py", ["--env-id", "CartPole-v1"], f"trains atari tasks {OWN}; CartPole-v1 is from the classic_control"),
     ("ppo.py", ["--env-id", "Pong-v5"], f"ppo.py trains classic_control tasks {OWN}; Pong-v5 is from the atari"),
     ("ppo_continuous.py", ["--env-id", "Pong-v5"], f"trains mujoco or classic_control tasks {OWN}; Pong-v5 is from"),
     ("ppo.py", ["--env-id", "Pendulum-v1"], "Pendulum-v1 has a Box action space; ppo.py needs Discrete"),
@@ -98,7 +98,7 @@ BAD_FLAGS = [
     ("dqn.py", ["--num-envs", "0"], "--num-envs must be >= 1, got 0"),
     ("dqn.py", ["--buffer-size", "100"], "--buffer-size 100 must hold --batch-size 128 transitions"),
     ("dqn.py", ["--replay-ratio", "0"], "--replay-ratio must be > 0, got 0.0"),
-    ("dqn_atari.py", ["--env-id", "CartPole-v1"], "dqn_atari.py trains atari tasks; CartPole-v1 is from the"),
+    ("dqn_atari.py", ["--env-id", "CartPole-v1"], f"dqn_atari.py trains atari tasks {OWN}; CartPole-v1 is from the"),
     ("dqn_atari.py", ["--learning-starts", "8"], "--learning-starts 8 must be >= --batch-size 32"),
     ("appo.py", ["--env-id", "Pendulum-v1"], "Pendulum-v1 has a Box action space; appo.py needs Discrete"),
     ("appo.py", ["--env-id", "Ant-v5"], f"appo.py trains classic_control or atari tasks {OWN}; Ant-v5 is from the"),

@@ -19,9 +19,10 @@ SCRIPTS = ROOT / "scripts"
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
-def run(script, *args, cwd, timeout=240):
+def run(script, *args, cwd, timeout=240, env=None):
+    env = ENV if env is None else {**env, "OMP_NUM_THREADS": "1"}  # a user's module on the path, one thread too
     return subprocess.run([sys.executable, str(SCRIPTS / script), *args], check=False, capture_output=True, text=True,
-                          timeout=timeout, cwd=cwd, env=ENV)  # fmt: skip
+                          timeout=timeout, cwd=cwd, env=env)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +61,25 @@ def test_evaluate_plays_whole_games(breakout_run, flag, policy):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"Breakout-v5: dqn_atari.py checkpoint at step 768, {policy} policy" in proc.stdout
     assert float(re.search(r"mean length: ([\d.]+)", proc.stdout).group(1)) > 50
+
+
+def test_trains_and_evaluates_a_users_pixel_env(tmp_path, pixel_env):
+    """A user's env giving uint8 (1, 84, 84) frames: stacked and stored as the Atari games' frames, its own
+    episodes (no lives, no clipping), and evaluate.py stacks them the same way."""
+    proc = run("dqn_atari.py", "--env-id", "dotframes:DotFrame-v0", "--num-envs", "2", "--num-steps", "64",
+               "--total-timesteps", "256", "--learning-starts", "64", "--batch-size", "16", "--buffer-size", "512",
+               "--no-cuda", "--torch-threads", "1", "--runs-dir", "runs", cwd=tmp_path, env=pixel_env)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    ckpt = load_checkpoint(run_dir)
+    assert ckpt["env_kwargs"] == {} and ckpt["eval_env_kwargs"] == {"frame_stack": 4}
+    acc = EventAccumulator(str(run_dir))
+    acc.Reload()
+    assert {e.value for e in acc.Scalars("charts/episodic_length")} == {40.0}  # the env's 40-step episodes
+    assert acc.Scalars("losses/td_loss")  # gradient steps ran on the stored frames
+    proc = run("evaluate.py", str(run_dir), "--episodes", "2", cwd=tmp_path, env=pixel_env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "dotframes:DotFrame-v0: dqn_atari.py checkpoint at step 256, greedy policy" in proc.stdout
 
 
 def test_pong_preset_keeps_cleanrls_schedule_up_to_its_3m_steps(load_script):

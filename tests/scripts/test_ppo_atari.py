@@ -26,9 +26,10 @@ TINY = ["--num-envs", "2", "--num-steps", "16", "--no-cuda", "--torch-threads", 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
-def run(script, *args, cwd, timeout=120):
+def run(script, *args, cwd, timeout=120, env=None):
+    env = ENV if env is None else {**env, "OMP_NUM_THREADS": "1"}  # a user's module on the path, one thread too
     return subprocess.run([sys.executable, str(SCRIPTS / script), *args], check=False, capture_output=True,
-                          text=True, timeout=timeout, cwd=cwd, env=ENV)  # fmt: skip
+                          text=True, timeout=timeout, cwd=cwd, env=env)
 
 
 @pytest.fixture(scope="module")
@@ -104,6 +105,33 @@ def test_evaluate_plays_whole_games_with_raw_scores(pong_run):
     # (with the training options, an episode would be one point and the return clipped).
     match = re.search(r"mean length: ([\d.]+).*\nreturn: (-?[\d.]+)", proc.stdout)
     assert match and float(match.group(1)) > 500 and float(match.group(2)) <= -15, proc.stdout
+
+
+def test_trains_and_evaluates_a_users_pixel_env(tmp_path, pixel_env):
+    """A user's env giving uint8 (1, 84, 84) frames: stacked as the Atari games' frames, its own episodes (no lives,
+    no clipping), and evaluate.py stacks them the same way."""
+    proc = run("ppo_atari.py", *TINY, "--env-id", "dotframes:DotFrame-v0", "--total-timesteps", "128", cwd=tmp_path,
+               env=pixel_env)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "ProcessEnvPool('dotframes:DotFrame-v0', num_envs=2" in proc.stdout
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    ckpt = load_checkpoint(run_dir / "checkpoint.pt")
+    assert ckpt["env_kwargs"] == {} and ckpt["eval_env_kwargs"] == {"frame_stack": 4}
+    acc = EventAccumulator(str(run_dir))
+    acc.Reload()
+    assert [e.value for e in acc.Scalars("charts/episodic_length")] == [40.0, 40.0]  # the env's 40-step episodes
+    proc = run("evaluate.py", str(run_dir), "--episodes", "2", cwd=tmp_path, env=pixel_env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "dotframes:DotFrame-v0: ppo_atari.py checkpoint at step 128, greedy policy" in proc.stdout
+    assert "mean length: 40.0" in proc.stdout
+
+
+def test_refuses_a_users_env_without_its_frames(tmp_path, pixel_env):
+    proc = run("ppo_atari.py", *TINY, "--env-id", "dotframes:DotFrames-v0", "--total-timesteps", "128", cwd=tmp_path,
+               env=pixel_env)  # fmt: skip
+    assert proc.returncode == 1
+    assert ("dotframes:DotFrames-v0 observations are (4, 84, 84) uint8; ppo_atari.py stacks uint8 frames of shape "
+            "(1, 84, 84)") in proc.stderr, proc.stdout + proc.stderr
 
 
 def test_resume_continues_the_same_run(pong_run):
