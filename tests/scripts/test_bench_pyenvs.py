@@ -37,3 +37,18 @@ def test_pool_overhead_is_measured_per_env_step():
                       r"workers ([\d.]+) us", proc.stdout)  # fmt: skip
     assert found, proc.stdout
     assert int(found.group(1).replace(",", "")) > 0 and float(found.group(3)) > 0  # the workers' CPU was counted
+
+
+def test_a_real_envs_time_is_split_between_the_pool_and_the_env():
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "bench" / "bench_pyenv_overhead.py"), "--task", "CartPole-v1",
+         "--num-envs", "4", "--num-workers", "2", "--batch-size", "2", "--seconds", "0.3", "--warmup", "0.1"],
+        check=False, capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    found = re.search(r"CartPole-v1, N = 4, batch 2, 2 worker\(s\): [\d,]+ steps/s; .*; workers busy ([\d.]+) / ([\d.]+) "
+                      r"of a core; env.step ([\d.]+) us, reset (\d+) us in the workers, ([\d.]+) us / (\d+) us alone "
+                      r"\((\d+) steps a reset\)", proc.stdout)  # fmt: skip
+    assert found, proc.stdout
+    busy, step_in, step_alone = float(found.group(1)), float(found.group(3)), float(found.group(5))
+    assert 0 < busy <= 1.5 and step_in > 0 and step_alone > 0 and int(found.group(7)) >= 8  # CartPole: 8+ steps a game
