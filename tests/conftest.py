@@ -95,50 +95,13 @@ def interrupt_training():
     return interrupt
 
 
-PIXEL_ENV = '''"""A user's pixel env: 84x84 frames of a dot the agent steers left or right, reward 1 in the middle."""
-import gymnasium as gym
-import numpy as np
-
-
-class DotFrames(gym.Env):
-    action_space = gym.spaces.Discrete(3)
-
-    def __init__(self, stack=4, dtype="uint8"):
-        self.observation_space = gym.spaces.Box(0, 255, (stack, 84, 84), np.dtype(dtype))
-        self.frames = np.zeros((stack, 84, 84), np.dtype(dtype))
-
-    def _obs(self):
-        self.frames[:-1] = self.frames[1:]
-        self.frames[-1] = 0
-        self.frames[-1, 40:44, self.x : self.x + 4] = 255
-        return self.frames.copy()
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.x = int(self.np_random.integers(0, 80))
-        self.frames[:] = 0
-        return self._obs(), {}
-
-    def step(self, action):
-        self.x = min(80, max(0, self.x + 4 * (int(action) - 1)))
-        return self._obs(), float(36 <= self.x <= 44), False, False, {}
-
-
-gym.register("DotFrames-v0", entry_point=DotFrames, max_episode_steps=40)  # 4 frames stacked by the env
-gym.register("DotFrame-v0", entry_point=DotFrames, kwargs={"stack": 1}, max_episode_steps=40)  # one frame
-gym.register("DotFramesFloat-v0", entry_point=DotFrames, kwargs={"dtype": "float32"}, max_episode_steps=40)
-'''
-
-
 @pytest.fixture
-def pixel_env(tmp_path):
-    """The environment variables of a process that finds ``dotframes``, a user's module registering pixel envs:
-    ``dotframes:DotFrame-v0`` (uint8 frames (1, 84, 84)), ``DotFrames-v0`` (4 of them stacked by the env: (4, 84,
-    84)) and ``DotFramesFloat-v0`` (float32 (4, 84, 84)); the module is importable in this process too."""
-    folder = tmp_path / "pixel_env"
-    folder.mkdir()
-    (folder / "dotframes.py").write_text(PIXEL_ENV)
-    sys.path.insert(0, str(folder))
+def pixel_env():
+    """The environment variables of a process that finds ``dotframes`` (``examples/dotframes.py``), a user's module
+    registering pixel envs: ``dotframes:DotFrame-v0`` (uint8 frames (1, 84, 84)), ``DotFrames-v0`` (4 of them stacked
+    by the env: (4, 84, 84)) and ``DotFramesFloat-v0`` (float32 (4, 84, 84)); it is importable in this process too."""
+    folder = str(Path(__file__).resolve().parents[1] / "examples")
+    sys.path.insert(0, folder)
     yield {**os.environ, "PYTHONPATH": f"{folder}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    sys.path.remove(str(folder))
+    sys.path.remove(folder)
     sys.modules.pop("dotframes", None)

@@ -1,0 +1,46 @@
+"""A template pixel env for the trainers: a gymnasium env whose observations are 84x84 uint8 frames.
+
+    PYTHONPATH=examples python scripts/ppo_atari.py --env-id dotframes:DotFrame-v0 --total-timesteps 61440
+    PYTHONPATH=examples python scripts/appo.py --env-id dotframes:DotFrames-v0 --num-envs 16 --total-timesteps 150000
+    PYTHONPATH=examples python scripts/evaluate.py runs/<run>
+
+A dot sits on a line of the frame; the agent moves it left, keeps it, or moves it right, and earns 1 for every
+step it ends in the middle band; an episode is 40 steps (a random policy scores about 4, the best about 36).
+``DotFrame-v0`` gives one frame (1, 84, 84), as ``ppo_atari.py`` and ``dqn_atari.py`` want it (they stack 4);
+``DotFrames-v0`` stacks its own 4 frames (4, 84, 84), as ``appo.py`` takes it. Registering the ids when the module
+is imported is what makes ``"dotframes:DotFrame-v0"`` work: rlfast imports the module in each worker process.
+``DotFramesFloat-v0`` (float32 frames) is there to be refused: the Nature CNN takes uint8 0-255.
+"""
+
+import gymnasium as gym
+import numpy as np
+
+
+class DotFrames(gym.Env):
+    action_space = gym.spaces.Discrete(3)
+
+    def __init__(self, stack: int = 4, dtype: str = "uint8") -> None:
+        self.observation_space = gym.spaces.Box(0, 255, (stack, 84, 84), np.dtype(dtype))
+        self.frames = np.zeros((stack, 84, 84), np.dtype(dtype))
+        self.x = 0
+
+    def _obs(self) -> np.ndarray:
+        self.frames[:-1] = self.frames[1:]  # the oldest frame goes; the newest is drawn last
+        self.frames[-1] = 0
+        self.frames[-1, 40:44, self.x : self.x + 4] = 255
+        return self.frames.copy()
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)  # seeds self.np_random: the only randomness
+        self.x = int(self.np_random.integers(0, 80))
+        self.frames[:] = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        self.x = min(80, max(0, self.x + 4 * (int(action) - 1)))
+        return self._obs(), float(36 <= self.x <= 44), False, False, {}
+
+
+gym.register("DotFrame-v0", entry_point=DotFrames, kwargs={"stack": 1}, max_episode_steps=40)
+gym.register("DotFrames-v0", entry_point=DotFrames, max_episode_steps=40)
+gym.register("DotFramesFloat-v0", entry_point=DotFrames, kwargs={"dtype": "float32"}, max_episode_steps=40)
