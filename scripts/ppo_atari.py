@@ -221,7 +221,8 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
               families=("atari", *OWN_FAMILIES), data_parallel=True)  # fmt: skip
     device, timer = run.device, run.timer
     atari = rlfast.task_family(args.env_id) == "atari"  # else your own pixel env: its frames, its episodes
-    groups = make_groups(run, args, TRAIN_ENV_KWARGS if atari else {})
+    env_kwargs = TRAIN_ENV_KWARGS if atari else {}
+    groups = make_groups(run, args, env_kwargs)
     frame_shape = check_frames(SCRIPT, args.env_id, groups[0].pool.single_observation_space)
     obs_space = gym.spaces.Box(0, 255, (args.stack * frame_shape[0], *frame_shape[1:]), np.uint8)
     num_actions = int(groups[0].pool.single_action_space.n)
@@ -231,7 +232,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     # scripts/evaluate.py's envs: whole games on stacks the pool makes; your env's frames it stacks itself
     eval_kwargs = {**EVAL_ENV_KWARGS, "stack_num": args.stack} if atari else {"frame_stack": args.stack}
     run.track(models={"agent": agent}, optimizers={"optimizer": optimizer},
-              env_kwargs=TRAIN_ENV_KWARGS if atari else {}, eval_env_kwargs=eval_kwargs)  # fmt: skip
+              env_kwargs=env_kwargs, eval_env_kwargs=eval_kwargs)  # fmt: skip
     policy, loss_fn = run.compile(agent.get_action_and_value), run.compile(minibatch_loss)
 
     # Rollout storage on the training device (observations as uint8); whole games on the host, where they arrive.
