@@ -4,6 +4,7 @@ a pixel one through the CNN), --deterministic giving the same losses twice, and 
 with the preset. The pieces: tests/algos/test_appo_pieces.py, test_vtrace.py."""
 
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -168,6 +169,28 @@ def test_refuses_a_users_env_it_cannot_train(tmp_path, pixel_env, env_id, messag
 def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path, interrupt_training):
     _, ckpt = interrupt_training("appo.py", *TINY, "--total-timesteps", "100000000", cwd=tmp_path)
     assert ckpt["global_step"] == ckpt["iteration"] * 64
+
+
+def processes_in(folder):
+    """The pids of the live processes whose working directory is ``folder``."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and (proc / "cwd").resolve() == folder.resolve():
+                pids.append(int(proc.name))
+        except OSError:  # gone meanwhile, or not ours to read
+            pass
+    return pids
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_stops_a_run_on_worker_processes_cleanly(tmp_path, interrupt_training, sig):
+    """The sampler thread in a recv on Python envs' worker processes: Ctrl-C or SIGTERM still saves, stops the
+    workers and exits cleanly (no worker left behind)."""
+    out, ckpt = interrupt_training("appo.py", *TINY, "--env-id", "gymnasium:CartPole-v1", "--total-timesteps",
+                                   "100000000", cwd=tmp_path, sig=sig)  # fmt: skip
+    assert "ProcessEnvPool('gymnasium:CartPole-v1'" in out and ckpt["global_step"] == ckpt["iteration"] * 64
+    assert not processes_in(tmp_path)  # the workers ran there too (forked from the trainer), and are gone
 
 
 def test_bad_flag_is_one_error_line(tmp_path):
