@@ -189,6 +189,7 @@ class Run:
         try:
             pool = rlfast.make(self.args.env_id, num_envs, seed=self.env_seed if seed is None else seed, **kwargs)
         except ValueError as e:
+            self.abandon()
             raise usage_error(f"{self.args.env_id}: {e}") from None
         self.pools.append(pool)
         return pool
@@ -264,6 +265,16 @@ class Run:
                                 global_step=step, iteration=iteration, **self._state)  # fmt: skip
         state["world_size"] = self.world.world_size
         return save_checkpoint(self.run_dir / name, state)
+
+    def abandon(self) -> None:
+        """Undoes what the run set up before it started, for a trainer that stops before ``with run:`` (a usage
+        error found once the envs exist): the pools made so far are closed and this thread's denormal mode is put
+        back, as ``__exit__`` does, so a caller in the same process goes on as before."""
+        if self._restore_denormals:
+            torch.set_flush_denormal(False)
+            self._restore_denormals = False
+        for pool in self.pools:
+            pool.close()
 
     def __enter__(self) -> "Run":
         self._interrupts.catch()

@@ -22,6 +22,7 @@ import torch
 
 from rlfast.algos.checkpoint import load_checkpoint, make_checkpoint, save_checkpoint
 from rlfast.algos.config import parse_or_resume
+from rlfast.algos.nets import denormals_flushed
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"
@@ -132,9 +133,11 @@ def test_bad_env_option_is_one_line(tmp_path, monkeypatch):
     # An option the pool refuses (here: made up for the Atari family) comes back as the pool's own message.
     ppo_atari = MODULES["ppo_atari.py"]
     monkeypatch.setattr(ppo_atari, "TRAIN_ENV_KWARGS", {**ppo_atari.TRAIN_ENV_KWARGS, "stack_num": 0})
+    flushed = denormals_flushed()
     code = run_main("ppo_atari.py", ["--no-cuda", "--runs-dir", "runs"], tmp_path)
     assert code.startswith("error: Pong-v5: ") and "stack_num" in code and "\n" not in code, code
     assert not (tmp_path / "runs").exists()
+    assert denormals_flushed() == flushed  # the run set it for Pong (--auto-speed) and put it back (Run.abandon)
 
 
 def test_resume_rejects_other_scripts_files_and_finished_runs(tmp_path):
