@@ -4,7 +4,8 @@ Sample efficiency (return against env steps) does not depend on the machine; wal
 table says on which machine it was measured. Each seed is its own trainer process (``--jobs`` at a
 time, the cores split between them and each pinned to its share) writing to ``OUT/runs``; its output
 goes to ``OUT/logs/seed<N>.log``. Running the same command again reads finished seeds back and resumes
-unfinished ones from their last checkpoint (``--resume``), so a long benchmark can span sessions.
+unfinished ones from their last checkpoint (``--resume``), so a long benchmark can span sessions (a seed whose
+trainer ended but was not marked finished, because this process stopped first, is marked when its trainer says so).
 
     python scripts/bench/bench_learning.py --out results/hopper_cleanrl --env-id Hopper-v5 --seeds 1 2 3
     python scripts/bench/bench_learning.py --out results/ant_5min --config configs/ant_5min.toml --env-id Ant-v5 \\
@@ -126,6 +127,13 @@ def shown(cmd: list[str]) -> str:
     return " ".join(parts)
 
 
+def already_done(log: Path) -> bool:
+    """Whether the trainer's last words in ``log`` were that its checkpoint holds every iteration asked for: a run
+    that finished but was not marked (this process stopped between the trainer's end and the ``finished`` file)."""
+    last = log.read_text().rstrip().rsplit("\n", 1)[-1]
+    return last.startswith("error: ") and "iterations asked for; raise --total-timesteps to continue it" in last
+
+
 def run_seeds(args: Args, out: Path, trainer_flags: list[str]) -> None:
     """Runs every seed not yet finished (marked by a ``finished`` file in its run dir), ``jobs`` at a time.
 
@@ -166,7 +174,7 @@ def run_seeds(args: Args, out: Path, trainer_flags: list[str]) -> None:
                 del running[slot]
                 if proc.returncode in (130, 143):  # Ctrl-C / SIGTERM: checkpoint saved
                     raise SystemExit(f"seed {seed} was interrupted: the same command resumes it")
-                if proc.returncode != 0:
+                if proc.returncode != 0 and not already_done(Path(log.name)):
                     raise SystemExit(f"seed {seed} failed with status {proc.returncode}: see {log.name}")
                 (run_dir(out, args.env_id, seed) / "finished").touch()
                 print(f"seed {seed}: finished", flush=True)

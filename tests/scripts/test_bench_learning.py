@@ -136,6 +136,18 @@ def test_an_unfinished_seed_is_resumed(tmp_path):
     assert again == run_dir and json.loads((out / "curves.json").read_text())["runs"]["1"]["steps"] == 1024
 
 
+def test_a_finished_seed_that_was_not_marked_counts_as_finished(tmp_path):
+    out = tmp_path / "cartpole"
+    proc = bench(out, *TASK, "--seeds", "1", "--total-timesteps", "512", *TRAINER)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run_dir,) = (out / "runs").iterdir()
+    (run_dir / "finished").unlink()  # as if the benchmark had stopped right after its trainer ended
+    proc = bench(out, *TASK, "--seeds", "1", "--total-timesteps", "512", *TRAINER)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "already holds 2 of the 2 iterations asked for" in (out / "logs" / "seed1.log").read_text()
+    assert (run_dir / "finished").exists() and "seed 1: finished" in proc.stdout
+
+
 def test_a_python_env_id_is_found_under_its_run_dir_name(tmp_path):
     out = tmp_path / "python_env"  # gymnasium:CartPole-v1 runs in worker processes; its run dir names it without ':'
     proc = bench(out, "--script", "ppo.py", "--env-id", "gymnasium:CartPole-v1", "--jobs", "1", "--seeds", "1",
