@@ -137,8 +137,8 @@ def _worker_loop(index: int, envs: list, shm_name: str, size: int, layout: tuple
         e = first + i
         obs_views[e] = np.ndarray(obs_shape, obs_dtype, buffer=region, offset=channel.obs_offset(e))
         final_views[e] = np.ndarray(obs_shape, obs_dtype, buffer=region, offset=channel.final_obs_offset(e))
-        act = None if discrete else np.ndarray(act_shape, np.float32, buffer=region, offset=channel.action_offset(e))
-        readers[e] = (env, None if discrete else _action_reader(action_space, act))
+        readers[e] = (env, None if discrete else _action_reader(action_space, np.ndarray(
+            act_shape, np.float32, buffer=region, offset=channel.action_offset(e))))  # fmt: skip
     reset, reset_when_done, last_step = channel.RESET, channel.RESET_WHEN_DONE, channel.LAST_STEP
     # One call per step answers the last request and takes the next (with a Discrete action, read in C++).
     e, kind, seed, flags, action = channel.next(index)

@@ -88,6 +88,11 @@ class RunArgs(Flags):
         return problems
 
 
+RUN_COMPLETE = "iterations asked for; raise --total-timesteps to continue it"
+"""how the refusal to resume a run that holds every iteration asked for ends (scripts/bench/bench_learning.py reads
+it in a trainer's log)"""
+
+
 def run_problems(
     args: RunArgs,
     script: str,
@@ -134,8 +139,7 @@ def run_problems(
     if args.cudagraphs and not (args.cuda and torch.cuda.is_available()):
         problems.append("--cudagraphs needs a CUDA device (none available, or --no-cuda); run without it")
     if start >= iterations >= 1:
-        problems.append(f"{args.resume} already holds {start} of the {iterations} iterations asked for; "
-                        "raise --total-timesteps to continue it")  # fmt: skip
+        problems.append(f"{args.resume} already holds {start} of the {iterations} {RUN_COMPLETE}")
     return problems
 
 

@@ -38,6 +38,7 @@ from typing import Any, Optional, Sequence
 import tyro
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from rlfast.algos.runargs import RUN_COMPLETE
 from rlfast.algos.runlog import safe_env_id
 from rlfast.algos.signals import Interrupts
 
@@ -131,7 +132,7 @@ def already_done(log: Path) -> bool:
     """Whether the trainer's last words in ``log`` were that its checkpoint holds every iteration asked for: a run
     that finished but was not marked (this process stopped between the trainer's end and the ``finished`` file)."""
     last = log.read_text().rstrip().rsplit("\n", 1)[-1]
-    return last.startswith("error: ") and "iterations asked for; raise --total-timesteps to continue it" in last
+    return last.startswith("error: ") and last.endswith(RUN_COMPLETE)
 
 
 def run_seeds(args: Args, out: Path, trainer_flags: list[str]) -> None:
