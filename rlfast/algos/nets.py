@@ -74,6 +74,27 @@ def _count_in_place_steps(optimizer: torch.optim.Optimizer, args: tuple, kwargs:
 register_optimizer_step_post_hook(_count_in_place_steps)
 
 
+class RoundToBF16(torch.autograd.Function):
+    """Rounds a float32 tensor to the nearest bfloat16 value, kept in float32, and its gradient the same way:
+    what a cast to bfloat16 and back does to a value, and what a bfloat16 kernel's backward does to the
+    gradient it returns."""
+
+    @staticmethod
+    def forward(ctx, t: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        return t.to(torch.bfloat16).to(t.dtype)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        return grad.to(torch.bfloat16).to(grad.dtype)
+
+
+Weights = Optional[tuple[torch.Tensor, Optional[torch.Tensor]]]
+
+
+def _cast(w: Weights, cast) -> Weights:
+    return None if w is None else tuple(None if t is None else cast(t) for t in w)  # type: ignore[return-value]
+
+
 class FrameNet(nn.Sequential):
     """``nn.Sequential`` over uint8 frames [N, C, H, W]: scales them to [0, 1] (CleanRL's ``x / 255.0``), runs
     its layers and returns float32. Its state_dict is the plain ``nn.Sequential``'s (``0.weight``, ...).
@@ -91,6 +112,14 @@ class FrameNet(nn.Sequential):
       more than a small batch's convolutions. Its results equal the autocast's, which casts the same values.
     Layers with parameters must be ``nn.Conv2d`` or ``nn.Linear`` (``set_speed`` checks).
 
+    ``round_bf16`` (with ``bf16``): the bf16 path's numerics on a device without native bfloat16, at float32's
+    speed, where the autocast's emulated kernels run many times slower (a Pong APPO ~30 steps/s on a 2-core
+    AVX2 CPU): float32 kernels on weights and activations rounded to bfloat16 wherever the bfloat16 kernels
+    round (each layer's weights, its result, and the gradients of both: ``RoundToBF16``). A product of two
+    bfloat16 values is exact in float32 and a bfloat16 kernel sums in float32 too, so what differs from it is
+    the order of the float32 sums, the difference between one CPU's kernels and another's
+    (``tests/algos/test_nets.py`` measures it against the autocast).
+
     ``fp32_tail``: the last layers that run in float32 under ``bf16`` too. A Q-network's output layer needs
     it: bfloat16 keeps 8 significant bits, so Q-values near -1 land on a grid 0.0078 apart, coarser than the
     gaps between actions' values, and the argmax becomes a coin toss (a Pong DQN trained so had its greedy
@@ -98,6 +127,7 @@ class FrameNet(nn.Sequential):
 
     channels_last: bool = False
     bf16: bool = False
+    round_bf16: bool = False
     _cast: tuple[tuple, list] = ((), [])
     """(key, bfloat16 weights per layer) of the no-autograd path"""
 
@@ -107,11 +137,11 @@ class FrameNet(nn.Sequential):
             raise ValueError(f"fp32_tail must be in [0, {len(layers)}], got {fp32_tail}")
         self.fp32_tail = fp32_tail
 
-    def set_speed(self, channels_last: bool = False, bf16: bool = False) -> "FrameNet":
+    def set_speed(self, channels_last: bool = False, bf16: bool = False, round_bf16: bool = False) -> "FrameNet":
         if bf16 and (odd := [type(m).__name__ for m in self if next(m.parameters(), None) is not None and
                              not isinstance(m, (nn.Conv2d, nn.Linear))]):  # fmt: skip
             raise ValueError(f"FrameNet's bf16 path runs Conv2d and Linear layers only, not {odd}")
-        self.channels_last, self.bf16 = channels_last, bf16
+        self.channels_last, self.bf16, self.round_bf16 = channels_last, bf16, bf16 and round_bf16
         self._cast = ((), [])
         self.to(memory_format=torch.channels_last if channels_last else torch.contiguous_format)
         return self
@@ -120,26 +150,36 @@ class FrameNet(nn.Sequential):
         layout = torch.channels_last if self.channels_last else torch.contiguous_format
         if not self.bf16:
             return super().forward(x.contiguous(memory_format=layout) / 255.0)  # the layout change on uint8 bytes
-        h = x.to(torch.bfloat16).contiguous(memory_format=layout)  # in this order 2x faster than in one copy
+        dtype = torch.float32 if self.round_bf16 else torch.bfloat16
+        h = x.to(dtype).contiguous(memory_format=layout)  # in this order 2x faster than in one copy
         cached = not torch.is_grad_enabled() and not torch.compiler.is_compiling()
         layers = list(self)
         split = len(layers) - self.fp32_tail
-        with torch.autocast(x.device.type, dtype=torch.bfloat16):
-            for layer, weights in zip(layers[:split], self._bf16_weights() if cached else self._weights()):
-                if weights is None:
+        weights = self._bf16_weights() if cached else [_cast(w, self._bf16) for w in self._weights()]
+        with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=not self.round_bf16):
+            for layer, w in zip(layers[:split], weights):
+                if w is None:
                     h = layer(h)
                 elif isinstance(layer, nn.Conv2d):
-                    h = layer._conv_forward(h, *weights)
+                    h = self._round(layer._conv_forward(h, *w))
                 else:
-                    h = nn.functional.linear(h, *weights)
+                    h = self._round(nn.functional.linear(h, *w))
         h = h.float()
         for layer in layers[split:]:  # the float32 tail
             h = layer(h)
         return h
 
-    def _weights(self) -> list[Optional[tuple[torch.Tensor, Optional[torch.Tensor]]]]:
+    def _bf16(self, t: torch.Tensor) -> torch.Tensor:
+        """A weight as the bf16 path computes with it: cast to bfloat16, or rounded to it in float32."""
+        return RoundToBF16.apply(t) if self.round_bf16 else t.to(torch.bfloat16)
+
+    def _round(self, h: torch.Tensor) -> torch.Tensor:
+        """A layer's result as a bfloat16 kernel returns it (under ``round_bf16``; the autocast's already is)."""
+        return RoundToBF16.apply(h) if self.round_bf16 else h
+
+    def _weights(self) -> list[Weights]:
         """Per layer: its (weight, bias), the first such layer's weight times 1 / 255; None for a layer without."""
-        out: list[Optional[tuple[torch.Tensor, Optional[torch.Tensor]]]] = []
+        out: list[Weights] = []
         for layer in self:
             if isinstance(layer, (nn.Conv2d, nn.Linear)):
                 first = all(w is None for w in out)
@@ -148,23 +188,22 @@ class FrameNet(nn.Sequential):
                 out.append(None)
         return out
 
-    def _bf16_weights(self) -> list[Optional[tuple[torch.Tensor, Optional[torch.Tensor]]]]:
-        """``_weights()`` cast to bfloat16 (in the layout of the float32 ones), made again when a weight changed."""
+    def _bf16_weights(self) -> list[Weights]:
+        """``_weights()`` as the bf16 path computes with them (``_bf16``; in the layout of the float32 ones), made
+        again when a weight changed."""
         params = list(self.parameters())
         key = tuple((p._version, p.data_ptr(), p.device) for p in params)
         if key != self._cast[0]:
             with torch.no_grad():
-                cast = [None if w is None else tuple(None if t is None else t.to(torch.bfloat16) for t in w)
-                        for w in self._weights()]  # fmt: skip
-            self._cast = (key, cast)
+                self._cast = (key, [_cast(w, self._bf16) for w in self._weights()])
         return self._cast[1]
 
 
-def set_speed(model: nn.Module, channels_last: bool = False, bf16: bool = False) -> nn.Module:
+def set_speed(model: nn.Module, channels_last: bool = False, bf16: bool = False, round_bf16: bool = False) -> nn.Module:
     """``FrameNet.set_speed`` on every FrameNet in ``model`` (a no-op for models without one); returns it."""
     for m in model.modules():
         if isinstance(m, FrameNet):
-            m.set_speed(channels_last, bf16)
+            m.set_speed(channels_last, bf16, round_bf16)
     return model
 
 

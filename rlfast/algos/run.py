@@ -121,8 +121,8 @@ class Run:
         if cuda and self.world.distributed:
             torch.cuda.set_device(self.device)
         if args.bf16 and not native_bf16(self.device) and self.world.is_main:
-            print(f"note: --bf16 on {self.device.type}, which has no native bfloat16 (AVX512-BF16 / AMX): it is "
-                  "emulated and slower than float32", flush=True)  # fmt: skip
+            print(f"note: --bf16 on {self.device.type}, which has no native bfloat16 (AVX512-BF16 / AMX): bfloat16's "
+                  "numerics in float32 kernels (values rounded to bfloat16), not faster than float32", flush=True)  # fmt: skip
         flush = flushes_denormals(args, self.device)
         self._restore_denormals = flush and not denormals_flushed()  # this thread's mode, put back at the end
         self.flush_denormals = flush and flush_denormals()
@@ -293,7 +293,8 @@ class Run:
         nets = [m for model in self._state["models"].values() for m in model.modules() if isinstance(m, FrameNet)]
         if not nets:
             return ""
-        picked = [name for name, on in (("channels-last", nets[0].channels_last), ("bf16", nets[0].bf16)) if on]
+        bf16 = "bf16 (rounded in float32)" if nets[0].round_bf16 else "bf16"
+        picked = [name for name, on in (("channels-last", nets[0].channels_last), (bf16, nets[0].bf16)) if on]
         picked += ["denormals flushed"] if self.flush_denormals else []
         auto = " (--auto-speed)" if self.args.auto_speed and self.device.type == "cpu" else ""
         return f"  cnn: {' + '.join(picked) or 'float32 NCHW'}{auto}"

@@ -41,7 +41,8 @@ class RunArgs(Flags):
     CPU convolutions run faster (nets.FrameNet)"""
     bf16: bool = False
     """Atari (Nature CNN) trainers: run the CNN under a bfloat16 autocast, its output and the losses float32
-    (fast on a CPU with AVX512-BF16 or AMX and on bf16 GPUs; elsewhere emulated and slower: a note says so)"""
+    (fast on a CPU with AVX512-BF16 or AMX and on bf16 GPUs; elsewhere bfloat16's numerics at float32's speed:
+    float32 kernels on values rounded to bfloat16, nets.FrameNet.round_bf16; a note says so)"""
     flush_denormals: bool = False
     """treat float32 values below 1.2e-38 as 0 on the CPU (FTZ/DAZ, nets.flush_denormals): Adam's moments of
     weights whose gradient stays 0 decay into that range, where each costs the CPU a microcode assist"""
@@ -145,9 +146,12 @@ def run_problems(
 
 def speed_options(args: RunArgs, device: torch.device) -> dict[str, bool]:
     """The CNN speed options a run uses (``nets.set_speed``'s keywords): the flags given, and with
-    ``--auto-speed`` on a CPU channels-last plus bfloat16 where the CPU has it natively (``native_bf16``)."""
+    ``--auto-speed`` on a CPU channels-last plus bfloat16 where the CPU has it natively (``native_bf16``);
+    ``--bf16`` on a device without it runs bfloat16's numerics in float32 (``FrameNet.round_bf16``)."""
     auto = args.auto_speed and device.type == "cpu"
-    return {"channels_last": args.channels_last or auto, "bf16": args.bf16 or (auto and native_bf16(device))}
+    native = native_bf16(device)
+    bf16 = args.bf16 or (auto and native)
+    return {"channels_last": args.channels_last or auto, "bf16": bf16, "round_bf16": bf16 and not native}
 
 
 def flushes_denormals(args: RunArgs, device: torch.device) -> bool:
