@@ -122,7 +122,7 @@ class Run:
             torch.cuda.set_device(self.device)
         if args.bf16 and not native_bf16(self.device) and self.world.is_main:
             print(f"note: --bf16 on {self.device.type}, which has no native bfloat16 (AVX512-BF16 / AMX): bfloat16's "
-                  "numerics in float32 kernels (values rounded to bfloat16), not faster than float32", flush=True)  # fmt: skip
+                  "numerics in float32 kernels (values rounded to bfloat16), no faster", flush=True)  # fmt: skip
         flush = flushes_denormals(args, self.device)
         self._restore_denormals = flush and not denormals_flushed()  # this thread's mode, put back at the end
         self.flush_denormals = flush and flush_denormals()

@@ -145,12 +145,14 @@ def test_compile_is_the_identity_unless_asked(tmp_path):
     assert run.compile(f) is f
 
 
-def test_bf16_without_native_support_says_it_is_emulated(tmp_path, capsys):
+def test_bf16_without_native_support_says_it_rounds_in_float32(tmp_path, capsys):
     from rlfast.algos.nets import native_bf16
 
-    make_run(tmp_path, bf16=True)
-    note = "note: --bf16 on cpu, which has no native bfloat16"
-    assert (note in capsys.readouterr().out) == (not native_bf16(torch.device("cpu")))
+    run = make_run(tmp_path, bf16=True)
+    note = "note: --bf16 on cpu, which has no native bfloat16 (AVX512-BF16 / AMX): bfloat16's numerics in float32"
+    emulated = not native_bf16(torch.device("cpu"))
+    assert (note in capsys.readouterr().out) == emulated
+    assert run.speed["round_bf16"] == emulated
     make_run(tmp_path)
     assert "--bf16" not in capsys.readouterr().out
 
@@ -160,12 +162,14 @@ def test_auto_speed_picks_channels_last_and_native_bf16_on_a_cpu_only(tmp_path, 
     from rlfast.algos.runargs import speed_options
 
     cpu, native = torch.device("cpu"), native_bf16(torch.device("cpu"))
-    assert speed_options(Args(), cpu) == {"channels_last": True, "bf16": native}
-    assert speed_options(Args(auto_speed=False), cpu) == {"channels_last": False, "bf16": False}  # CleanRL's
-    assert speed_options(Args(auto_speed=False, bf16=True), cpu) == {"channels_last": False, "bf16": True}
-    assert speed_options(Args(), torch.device("cuda")) == {"channels_last": False, "bf16": False}  # unmeasured there
+    assert speed_options(Args(), cpu) == {"channels_last": True, "bf16": native, "round_bf16": False}
+    off = {"channels_last": False, "bf16": False, "round_bf16": False}
+    assert speed_options(Args(auto_speed=False), cpu) == off  # CleanRL's
+    forced = {"channels_last": False, "bf16": True, "round_bf16": not native}  # bf16's numerics wherever asked
+    assert speed_options(Args(auto_speed=False, bf16=True), cpu) == forced
+    assert speed_options(Args(), torch.device("cuda")) == off  # unmeasured there
     run = make_run(tmp_path)
-    assert run.speed == {"channels_last": True, "bf16": native}
+    assert run.speed == {"channels_last": True, "bf16": native, "round_bf16": False}
     pool = run.make_env(run.args.num_envs, num_threads=1)
     run.track(models={"agent": set_speed(NatureCNNAgent(4, 2), **run.speed)})
     with run:
@@ -173,6 +177,14 @@ def test_auto_speed_picks_channels_last_and_native_bf16_on_a_cpu_only(tmp_path, 
     pool.close()
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("run dir:"))
     assert line.endswith("cnn: channels-last + bf16 (--auto-speed)" if native else "cnn: channels-last (--auto-speed)")
+    run = make_run(tmp_path, bf16=True, auto_speed=False, exp_name="forced")
+    pool = run.make_env(run.args.num_envs, num_threads=1)
+    run.track(models={"agent": set_speed(NatureCNNAgent(4, 2), **run.speed)})
+    with run:
+        pass
+    pool.close()
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("run dir:"))
+    assert line.endswith("cnn: bf16" if native else "cnn: bf16 (rounded in float32)")
 
 
 @pytest.mark.parametrize("env_id, auto_speed, flush, flushed", [
