@@ -168,23 +168,21 @@ def test_auto_speed_picks_channels_last_and_native_bf16_on_a_cpu_only(tmp_path, 
     forced = {"channels_last": False, "bf16": True, "round_bf16": not native}  # bf16's numerics wherever asked
     assert speed_options(Args(auto_speed=False, bf16=True), cpu) == forced
     assert speed_options(Args(), torch.device("cuda")) == off  # unmeasured there
+
+    def run_dir_line(run):  # what a trainer prints on entering its run, the CNN on run.speed
+        pool = run.make_env(run.args.num_envs, num_threads=1)
+        run.track(models={"agent": set_speed(NatureCNNAgent(4, 2), **run.speed)})
+        with run:
+            pass
+        pool.close()
+        return next(x for x in capsys.readouterr().out.splitlines() if x.startswith("run dir:"))
+
     run = make_run(tmp_path)
     assert run.speed == {"channels_last": True, "bf16": native, "round_bf16": False}
-    pool = run.make_env(run.args.num_envs, num_threads=1)
-    run.track(models={"agent": set_speed(NatureCNNAgent(4, 2), **run.speed)})
-    with run:
-        pass
-    pool.close()
-    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("run dir:"))
-    assert line.endswith("cnn: channels-last + bf16 (--auto-speed)" if native else "cnn: channels-last (--auto-speed)")
-    run = make_run(tmp_path, bf16=True, auto_speed=False, exp_name="forced")
-    pool = run.make_env(run.args.num_envs, num_threads=1)
-    run.track(models={"agent": set_speed(NatureCNNAgent(4, 2), **run.speed)})
-    with run:
-        pass
-    pool.close()
-    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("run dir:"))
-    assert line.endswith("cnn: bf16" if native else "cnn: bf16 (rounded in float32)")
+    auto = "cnn: channels-last + bf16 (--auto-speed)" if native else "cnn: channels-last (--auto-speed)"
+    assert run_dir_line(run).endswith(auto)
+    forced = run_dir_line(make_run(tmp_path, bf16=True, auto_speed=False, exp_name="forced"))
+    assert forced.endswith("cnn: bf16" if native else "cnn: bf16 (rounded in float32)")
 
 
 @pytest.mark.parametrize("env_id, auto_speed, flush, flushed", [
