@@ -1,12 +1,13 @@
 """Networks the trainers share: CleanRL's orthogonal initialization, its tanh MLP, and its two
 discrete-action actor-critics (``MLPAgent`` for vector observations, ``NatureCNNAgent`` for
-stacked Atari frames, ``RecurrentNatureCNNAgent`` with an LSTM or GRU core), each with ``get_value``, ``get_action_and_value`` and ``act`` (the
-``Policy`` contract of ``scripts/evaluate.py``), and ``FrameNet``, the layers over uint8 frames with the CPU's
-speed options (``set_speed``: channels-last activations, a bfloat16 autocast)."""
+stacked Atari frames, ``RecurrentNatureCNNAgent`` with an LSTM or GRU core), each with ``get_value``,
+``get_action_and_value`` and ``act`` (the ``Policy`` contract of ``scripts/evaluate.py``), and ``FrameNet``, the
+layers over uint8 frames with the CPU's speed options (``set_speed``: channels-last activations, a bfloat16
+autocast, or bfloat16's numerics rounded in float32 where the device lacks native bfloat16)."""
 
 import math
 import os
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 from torch import nn
@@ -91,7 +92,8 @@ class RoundToBF16(torch.autograd.Function):
 Weights = Optional[tuple[torch.Tensor, Optional[torch.Tensor]]]
 
 
-def _cast(w: Weights, cast) -> Weights:
+def _cast(w: Weights, cast: Callable[[torch.Tensor], torch.Tensor]) -> Weights:
+    """A layer's (weight, bias) with ``cast`` applied to each (None stays None)."""
     return None if w is None else tuple(None if t is None else cast(t) for t in w)  # type: ignore[return-value]
 
 
@@ -129,7 +131,7 @@ class FrameNet(nn.Sequential):
     bf16: bool = False
     round_bf16: bool = False
     _cast: tuple[tuple, list] = ((), [])
-    """(key, bfloat16 weights per layer) of the no-autograd path"""
+    """(key, the weights per layer as the bf16 path computes with them) of the no-autograd path"""
 
     def __init__(self, *layers: nn.Module, fp32_tail: int = 0) -> None:
         super().__init__(*layers)
