@@ -116,8 +116,15 @@ def cpu_seconds(pid: int) -> float:
 
 def main(args: Args) -> None:
     batch = args.batch_size or args.num_envs
-    folder = tempfile.mkdtemp(prefix="rlfast_overhead_")
-    make = NullEnv if args.task is None else partial(timed_env, args.task, folder)
+    with tempfile.TemporaryDirectory(prefix="rlfast_overhead_") as tmp:
+        print(measure(args, batch, os.path.join(tmp, "pool"), os.path.join(tmp, "alone")))
+
+
+def measure(args: Args, batch: int, inside: str, solo: str) -> str:
+    """The result line; the timed envs' totals go to the folders ``inside`` (the pool's) and ``solo`` (alone)."""
+    os.mkdir(inside)
+    os.mkdir(solo)
+    make = NullEnv if args.task is None else partial(timed_env, args.task, inside)
     with rlfast.make_from(make, args.num_envs, batch_size=batch, num_workers=args.num_workers) as pool:
         workers = [p.pid for p in mp.active_children()]  # the pool's worker processes
         pool.single_action_space.seed(0)
@@ -138,22 +145,16 @@ def main(args: Args) -> None:
     name = "null env" if args.task is None else args.task
     line = (f"{name}, N = {args.num_envs}, batch {batch}, {args.num_workers} worker(s): {steps / wall:,.0f} steps/s; "
             f"CPU per env step: main process {main_us:.2f} us, workers {work_us:.2f} us")  # fmt: skip
-    if args.task is not None:
-        inside = totals(folder)  # the workers' envs closed into it with the pool
-        for f in os.listdir(folder):
-            os.remove(os.path.join(folder, f))
-        child = mp.get_context("fork").Process(target=alone, args=(args.task, args.seconds, folder))
+    if args.task is not None:  # the workers' envs closed into ``inside`` with the pool
+        child = mp.get_context("fork").Process(target=alone, args=(args.task, args.seconds, solo))
         child.start()
         child.join()
-        solo = totals(folder)
-        (step_in, reset_in), (step_alone, reset_alone) = per_call(inside), per_call(solo)
+        alone_totals = totals(solo)
+        (step_in, reset_in), (step_alone, reset_alone) = per_call(totals(inside)), per_call(alone_totals)
         line += (f"; workers busy {' / '.join(f'{b:.2f}' for b in busy)} of a core; env.step {step_in:.1f} us, "
                  f"reset {reset_in:.0f} us in the workers, {step_alone:.1f} us / {reset_alone:.0f} us alone "
-                 f"({solo[1] / max(solo[3], 1):.0f} steps a reset)")  # fmt: skip
-    for f in os.listdir(folder):
-        os.remove(os.path.join(folder, f))
-    os.rmdir(folder)
-    print(line)
+                 f"({alone_totals[1] / max(alone_totals[3], 1):.0f} steps a reset)")  # fmt: skip
+    return line
 
 
 if __name__ == "__main__":

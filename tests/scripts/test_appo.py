@@ -141,15 +141,14 @@ def test_trains_a_gymnasium_env_in_worker_processes_and_evaluates_it(tmp_path):
 
 def test_trains_a_users_pixel_env_through_the_cnn(tmp_path, pixel_env):
     """uint8 (C, 84, 84) frames of a user's env go to the Nature CNN, with no Atari wrapper added."""
-    env = pixel_env
     proc = run("appo.py", *TINY, "--env-id", "dotframes:DotFrames-v0", "--total-timesteps", "640", cwd=tmp_path,
-               env=env)  # fmt: skip
+               env=pixel_env)  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (run_dir,) = (tmp_path / "runs").iterdir()
     ckpt = load_checkpoint(run_dir)
     assert "network.0.weight" in ckpt["models"]["agent"]  # the Nature CNN
     assert not ckpt["env_kwargs"] and not ckpt["eval_env_kwargs"]  # the env's own preprocessing only
-    proc = run("evaluate.py", str(run_dir), "--episodes", "2", "--no-cuda", cwd=tmp_path, env=env)
+    proc = run("evaluate.py", str(run_dir), "--episodes", "2", "--no-cuda", cwd=tmp_path, env=pixel_env)
     assert proc.returncode == 0 and "appo.py checkpoint at step 640, greedy policy" in proc.stdout, (
         proc.stdout + proc.stderr
     )
