@@ -33,10 +33,15 @@ PoolStateError = _C.PoolStateError
 
 
 class EnvError(RuntimeError):
-    """An environment raised inside a worker thread; raised by ``recv``.
+    """An environment failed; raised by ``recv``. ``env_ids``: the envs that are idle again (send to them to go on).
 
-    The batch it belonged to is consumed: ``env_ids`` lists that batch's envs, all idle
-    again (send to them to continue); the env(s) that raised restart with a reset.
+    An env that raised (in its step or reset): the batch it belonged to is consumed, ``env_ids`` lists that
+    batch's envs, and the env(s) that raised restart with a reset at their next send.
+
+    A worker process of Python envs that died or hung (``rlfast/procpool.py``): raised once, naming the worker,
+    its pid, its envs and how it ended; that ``recv`` returns no batch and loses no other env's result, the
+    worker's envs run on in a new process (each reset at its next send), and ``env_ids`` lists those of its envs
+    that were in flight.
     """
 
     def __init__(self, message: str, env_ids: torch.Tensor) -> None:

@@ -11,8 +11,17 @@ observation into the env's slot in place and puts the env on its answer ring; ``
 answers that have arrived, copies each observation into the pool's output ring and commits it, sleeping
 only until the answers that can complete its block are there. So send/recv, sync and async batches,
 ``env_id``, both autoreset modes, episode statistics, errors and ``close()`` are the pool's own: an env
-raising surfaces at ``recv`` as ``rlfast.EnvError`` with its traceback; a worker process dying is an
-``EnvError`` naming the worker and its envs, never a hang.
+raising surfaces at ``recv`` as ``rlfast.EnvError`` with its traceback.
+
+Workers that die or hang: ``recv`` looks at the workers every 0.1 s while it waits or takes answers. A worker
+process that has ended (killed by a signal, a segfault inside the env, ``os._exit``) is an ``EnvError`` at that
+``recv``, raised once, naming the worker, its pid, its envs and how it ended; that ``recv`` returns no batch and
+loses no result of the other envs (the next ``recv`` returns them). Before raising, the pool starts a new worker
+process with the same envs: the envs the dead one had in flight are idle again (``EnvError.env_ids``, send to
+them to go on), and each of its envs starts over with a reset at its next send, re-seeded with its seed +
+k x num_envs at the worker's k-th restart. If the new worker cannot build its envs, the pool closes and the
+``EnvError`` says why. With ``step_timeout`` (seconds; off by default), a step or reset running longer is
+treated the same way: its worker is killed (SIGKILL), and the error names the env.
 
 Spaces: observations Box (uint8, bool, int32, int64, float32, float64), Discrete (int64 scalars) or
 MultiDiscrete (int64); actions Discrete (indices 0..n-1, the env's ``start`` added in the worker), Box
@@ -42,7 +51,9 @@ import cloudpickle
 import gymnasium as gym
 import numpy as np
 
-from rlfast.envpool import _C, EnvPool, pool_config
+import torch
+
+from rlfast.envpool import _C, EnvError, EnvPool, pool_config
 
 _ENGINE_DTYPES = ("uint8", "bool", "int32", "int64", "float32", "float64")
 STARTUP_TIMEOUT = 300.0
@@ -164,13 +175,26 @@ def _worker_loop(index: int, envs: list, shm_name: str, size: int, layout: tuple
     del memory, obs_views, readers, channel
 
 
+def _exit_text(exitcode: Optional[int]) -> str:
+    """How a process ended, from multiprocessing's exit code (negative: the signal that killed it)."""
+    if exitcode is None:
+        return "still running"
+    if exitcode < 0:
+        try:
+            return f"killed by signal {-exitcode} ({signal.Signals(-exitcode).name})"
+        except ValueError:
+            return f"killed by signal {-exitcode}"
+    return f"exit status {exitcode}"
+
+
 class ProcessEnvPool(EnvPool):
     """An ``EnvPool`` of Python envs: ``env_fns[i]()`` makes env i in one of ``num_workers`` worker
     processes (default: one per core, at most one per env), envs spread over them in contiguous runs.
     Everything else (``send``/``recv``, ``step``, ``reset``, ``seed``, ``close``) is ``EnvPool``'s.
 
     ``observation_space``/``action_space`` are the env's own (``single_*``); the tensors hold Discrete
-    observations as int64 and Discrete actions are indices 0..n-1."""
+    observations as int64 and Discrete actions are indices 0..n-1. ``step_timeout``: seconds an env's step or
+    reset may run before its worker is killed and reported at ``recv`` (None: no limit)."""
 
     def __init__(
         self,
@@ -184,6 +208,7 @@ class ProcessEnvPool(EnvPool):
         autoreset_mode: str = "next_step",
         pin_memory: Optional[bool] = None,
         context: str = "fork",
+        step_timeout: Optional[float] = None,
     ) -> None:
         self._procs: list = []
         self._shm: Optional[shared_memory.SharedMemory] = None
@@ -199,20 +224,24 @@ class ProcessEnvPool(EnvPool):
             raise ValueError(f"num_workers must be an int in [1, num_envs={num_envs}], got {num_workers!r}")
         if context not in mp.get_all_start_methods():
             raise ValueError(f"context must be one of {mp.get_all_start_methods()}, got {context!r}")
+        if step_timeout is not None and (isinstance(step_timeout, bool) or not isinstance(step_timeout, (int, float))
+                                         or not 0 < step_timeout < math.inf):  # fmt: skip
+            raise ValueError(f"step_timeout must be a number of seconds > 0 (or None: no limit), got {step_timeout!r}")
+        self._env_fns, self._context = list(env_fns), mp.get_context(context)
         # No pool threads: send() queues each env with its worker, recv()'s thread writes the answers.
         config, pin_memory = pool_config(num_envs, batch_size, 0, seed, seeds, max_episode_steps,
                                          autoreset_mode, -1, True, pin_memory)  # fmt: skip
         self.num_workers = num_workers
         try:
-            obs_space, action_space = self._start_workers(env_fns, num_workers, mp.get_context(context))
+            obs_space, action_space = self._start_workers(num_workers)
             obs_dtype, obs_shape = _obs_layout(obs_space)
             spec = _action_spec(action_space)
             # Bounds only shape the engine's own Box; the env's space replaces it below.
             spec["obs"] = {"dtype": obs_dtype.name, "shape": obs_shape, "low": [0], "high": [0]}
             obs_bytes = obs_dtype.itemsize * math.prod(obs_shape)
             act_bytes = 4 * max(1, math.prod(spec["action"]["shape"]))
-            layout = (num_envs, num_workers, obs_bytes, act_bytes)
-            size = _C.SharedChannel.total_bytes(*layout)
+            layout = self._layout = (num_envs, num_workers, obs_bytes, act_bytes)
+            size = self._layout_bytes = _C.SharedChannel.total_bytes(*layout)
             self._shm = shared_memory.SharedMemory(create=True, size=size)
             self._memory = np.frombuffer(self._shm.buf, np.uint8)
             self._channel = _C.SharedChannel(self._memory.ctypes.data, *layout)
@@ -221,6 +250,8 @@ class ProcessEnvPool(EnvPool):
                 self._channel.set_worker_pid(w, proc.pid)
                 conn.send(("attach", self._shm.name, size, layout, self._channel.envs_of(w)[0]))
             pool = _C.make_remote_pool(task_id, config, self._channel, spec)
+            if step_timeout is not None:
+                _C.set_step_timeout(pool, float(step_timeout))
             self._setup(pool, task_id, {}, autoreset_mode, pin_memory)
         except BaseException:
             self._stop_workers()
@@ -228,34 +259,73 @@ class ProcessEnvPool(EnvPool):
         self.single_observation_space = obs_space
         self.single_action_space = (gym.spaces.Discrete(action_space.n) if isinstance(action_space, gym.spaces.Discrete)
                                     else action_space)  # fmt: skip
+        self._spaces = (obs_space, action_space)
 
-    def _start_workers(self, env_fns: Sequence[Callable], num_workers: int, ctx: Any) -> tuple[gym.Space, gym.Space]:
+    def recv(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        """``EnvPool.recv``; a worker that died (or ran past ``step_timeout``) is an ``EnvError`` here, raised
+        once, after a new worker took over its envs (the module's docstring says what becomes of them)."""
+        try:
+            return super().recv()
+        except _C.EnvsLost as lost:
+            what, env_ids, workers = lost.args
+            raise self._replace_workers(what, env_ids, workers) from None
+
+    def _replace_workers(self, what: str, env_ids: list[int], workers: list[int]) -> EnvError:
+        """Starts a new process for each dead worker in ``workers``; the EnvError that reports the loss."""
+        ids = ", ".join(map(str, env_ids)) or "none"
+        lost = f"{what}. Envs in flight there, now idle (EnvError.env_ids): {ids}."
+        try:
+            for w in workers:
+                old, conn = self._procs[w]
+                conn.close()
+                old.join(1.0)  # reaps it: gone already, or killed for the step timeout
+                proc, conn = self._spawn(w)
+                self._procs[w] = (proc, conn)
+                spaces = self._await_spaces(w)
+                if spaces != self._spaces:
+                    raise ValueError(f"its new envs have other spaces: {spaces}, not {self._spaces}")
+                _C.restart_worker(self._pool, w, proc.pid)
+                conn.send(("attach", self._shm.name, self._layout_bytes, self._layout, self._channel.envs_of(w)[0]))
+                lost += (f" Worker {w} restarted (pid {proc.pid}): each of its envs starts over with a reset at its "
+                         f"next send.")  # fmt: skip
+        except Exception as e:
+            self.close()
+            lost += f" Restarting worker {w} failed, so the pool is closed: {e}"
+        return EnvError(f"{self.task_id}: {lost}", torch.tensor(env_ids, dtype=torch.int32))
+
+    def _spawn(self, w: int) -> tuple[Any, Any]:
+        """Starts worker ``w``'s process for its envs (``env_fns[first:first + count]``); (process, its pipe)."""
+        base, extra = divmod(len(self._env_fns), self.num_workers)
+        first, count = w * base + min(w, extra), base + (1 if w < extra else 0)
+        parent, child = self._context.Pipe()
+        fns = cloudpickle.dumps(self._env_fns[first : first + count])
+        proc = self._context.Process(target=_worker_main, args=(w, fns, child), daemon=True,
+                                     name=f"rlfast-env-worker-{w}")  # fmt: skip
+        proc.start()
+        child.close()
+        return proc, parent
+
+    def _await_spaces(self, w: int, deadline: Optional[float] = None) -> tuple[gym.Space, gym.Space]:
+        """Worker ``w``'s report once it has built its envs: their (observation, action) spaces."""
+        proc, conn = self._procs[w]
+        deadline = deadline or time.monotonic() + STARTUP_TIMEOUT
+        while not conn.poll(0.05):
+            if not proc.is_alive():
+                raise RuntimeError(f"env worker process {w} (pid {proc.pid}) died while building its envs "
+                                   f"({_exit_text(proc.exitcode)})")  # fmt: skip
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"env worker process {w} did not build its envs in {STARTUP_TIMEOUT:.0f} s")
+        kind, value = conn.recv()
+        if kind == "error":
+            raise RuntimeError(f"env worker process {w} failed to build its envs:\n{value}")
+        return value
+
+    def _start_workers(self, num_workers: int) -> tuple[gym.Space, gym.Space]:
         """Starts the workers and returns the envs' (observation, action) spaces, the same in every worker."""
-        n = len(env_fns)
-        base, extra = divmod(n, num_workers)
-        start = 0
         for w in range(num_workers):
-            count = base + (1 if w < extra else 0)
-            parent, child = ctx.Pipe()
-            fns = cloudpickle.dumps(list(env_fns[start : start + count]))
-            proc = ctx.Process(target=_worker_main, args=(w, fns, child), daemon=True, name=f"rlfast-env-worker-{w}")
-            proc.start()
-            child.close()
-            self._procs.append((proc, parent))
-            start += count
-        spaces = []
+            self._procs.append(self._spawn(w))
         deadline = time.monotonic() + STARTUP_TIMEOUT
-        for w, (proc, conn) in enumerate(self._procs):
-            while not conn.poll(0.05):
-                if not proc.is_alive():
-                    raise RuntimeError(f"env worker process {w} (pid {proc.pid}) died while building its envs "
-                                       f"(exit code {proc.exitcode})")  # fmt: skip
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"env worker process {w} did not build its envs in {STARTUP_TIMEOUT:.0f} s")
-            kind, value = conn.recv()
-            if kind == "error":
-                raise RuntimeError(f"env worker process {w} failed to build its envs:\n{value}")
-            spaces.append(value)
+        spaces = [self._await_spaces(w, deadline) for w in range(num_workers)]
         for w, s in enumerate(spaces):
             if s != spaces[0]:
                 raise ValueError(f"envs have different spaces: worker 0 {spaces[0]}, worker {w} {s}")
@@ -315,7 +385,7 @@ def make_from(
 ) -> ProcessEnvPool:
     """A pool of ``num_envs`` envs ``env_fn(**env_kwargs_per_env[i])`` (or ``env_fn()``) in worker processes.
     ``pool_kwargs``: ``batch_size``, ``num_workers``, ``seed``, ``seeds``, ``max_episode_steps``,
-    ``autoreset_mode``, ``pin_memory``, ``context``."""
+    ``autoreset_mode``, ``pin_memory``, ``context``, ``step_timeout``."""
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
         raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
     if env_kwargs_per_env is not None and len(env_kwargs_per_env) != num_envs:
@@ -330,7 +400,7 @@ def make_gymnasium(task_id: str, num_envs: int, **kwargs: Any) -> ProcessEnvPool
     """``rlfast.make`` for a gymnasium id (``"module:Env-v0"`` imports the module first): ``gymnasium.make(task_id,
     **env_kwargs)`` in worker processes; pool options as ``make_from``'s."""
     pool_keys = ("batch_size", "num_workers", "seed", "seeds", "max_episode_steps", "autoreset_mode", "pin_memory",
-                 "context")  # fmt: skip
+                 "context", "step_timeout")  # fmt: skip
     pool_kwargs = {k: kwargs.pop(k) for k in pool_keys if k in kwargs}
     try:
         if ":" in task_id:  # gymnasium's "module:Env-v0": the module registers the env when imported

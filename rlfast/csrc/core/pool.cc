@@ -463,7 +463,9 @@ int Pool::WaitBlock(const std::function<void()>& poll) {
     }
   };
   auto next_check = Clock::now() + kPollInterval;
+  CompleteArrived(0);  // a pool whose envs run elsewhere takes what has arrived and looks at its workers
   while (true) {
+    if (has_lost_.load(std::memory_order_acquire)) ThrowLost();
     int block = states_.TryReady();
     ActionItem item;
     bool worked = false;
@@ -501,6 +503,33 @@ void Pool::RecordError(int env_id, const std::string& what) {
   errors_[env_id] = task_id_ + " env " + std::to_string(env_id) + " raised: " + what +
                     " (the env will be reset on its next send)";
   has_errors_.store(true, std::memory_order_release);
+}
+
+void Pool::ReportLost(const std::vector<int>& env_ids, int worker, const std::string& what) {
+  std::lock_guard<std::mutex> lock(book_mutex_);
+  for (const int e : env_ids) {
+    if (!in_flight_[e]) continue;
+    in_flight_[e] = 0;
+    --unreceived_;
+    lost_envs_.push_back(e);
+  }
+  lost_workers_.push_back(worker);
+  lost_what_ += (lost_what_.empty() ? "" : "\n") + what;
+  has_lost_.store(true, std::memory_order_release);
+}
+
+void Pool::ThrowLost() {
+  std::vector<int32_t> envs, workers;
+  std::string what;
+  {
+    std::lock_guard<std::mutex> lock(book_mutex_);
+    unreceived_ += config_.batch_size;  // this Recv's reservation: it returns no block
+    envs.swap(lost_envs_);
+    workers.swap(lost_workers_);
+    what.swap(lost_what_);
+    has_lost_.store(false, std::memory_order_release);
+  }
+  throw EnvsLost(what, std::move(envs), std::move(workers));
 }
 
 void Pool::CheckIdle(int env_id, const char* what) const {

@@ -29,6 +29,21 @@ class PoolStateError : public std::logic_error {
   using std::logic_error::logic_error;
 };
 
+/// Envs whose results will never come: the worker process that ran them died (Python envs,
+/// envs/python/remote_pool.h). Thrown by Recv once per loss; Recv consumed nothing, and the
+/// lost envs are idle again (`env_ids`). `workers`: the dead workers' indices.
+class EnvsLost : public std::runtime_error {
+ public:
+  EnvsLost(const std::string& what, std::vector<int32_t> env_ids, std::vector<int32_t> workers)
+      : std::runtime_error(what), env_ids_(std::move(env_ids)), workers_(std::move(workers)) {}
+  const std::vector<int32_t>& env_ids() const { return env_ids_; }
+  const std::vector<int32_t>& workers() const { return workers_; }
+
+ private:
+  std::vector<int32_t> env_ids_;
+  std::vector<int32_t> workers_;
+};
+
 enum class AutoresetMode { kNextStep, kSameStep };
 
 /// Options common to every pool (the env's own options live in its Config struct).
@@ -121,7 +136,8 @@ class Pool {
   /// either way, so its envs are idle again). `poll` runs every 50 ms while waiting (the
   /// binding checks for Ctrl-C there and may throw; under work_in_recv, between env steps,
   /// so a step in progress finishes first). Throws PoolStateError if nothing
-  /// could ever complete a block or the pool is closed.
+  /// could ever complete a block or the pool is closed, EnvsLost (consuming nothing) once
+  /// after ReportLost.
   std::pair<int, std::string> Recv(const std::function<void()>& poll);
 
   /// Re-seeds env env_ids[i] with seeds[i] (env_ids empty: env i, every env), in parallel
@@ -162,7 +178,8 @@ class Pool {
   virtual void Submit(const ActionItem* items, std::size_t n);
   /// recv()'s wait in a pool whose envs run outside its threads (Python envs in worker
   /// processes): writes the results that have arrived into their slots and commits them,
-  /// waiting up to `ms` milliseconds for more. False if it cannot help (the default: the
+  /// waiting up to `ms` milliseconds for more (0: not at all; each recv starts with such a
+  /// call). False if it cannot help (the default: the
   /// pool's threads commit results), and recv() then sleeps until a block is complete.
   virtual bool CompleteArrived(int ms);
 
@@ -200,6 +217,10 @@ class Pool {
   const int32_t* DiscreteAction(int env_id) const { return &discrete_actions_[env_id]; }
   const float* BoxAction(int env_id) const { return &box_actions_[env_id * action_size_]; }
   void RecordError(int env_id, const std::string& what);
+  /// The results of `env_ids` (in flight) will never come, for the reason `what` (worker
+  /// `worker` is gone): they are idle again, and the next Recv (or the one waiting) throws
+  /// EnvsLost with them. Called by a pool whose envs run elsewhere, under its recv.
+  void ReportLost(const std::vector<int>& env_ids, int worker, const std::string& what);
   void CheckIdle(int env_id, const char* what) const;
   uint64_t SeedFor(int env_id) const;
 
@@ -215,6 +236,8 @@ class Pool {
   /// Recv's wait: the index of the next complete block. Runs queued work meanwhile under
   /// work_in_recv; calls `poll` every 50 ms.
   int WaitBlock(const std::function<void()>& poll);
+  /// WaitBlock's way out after ReportLost: gives back Recv's reservation, throws EnvsLost.
+  [[noreturn]] void ThrowLost();
   /// Under work_in_recv: takes one queued step (or reset) for the calling thread, if any.
   bool TakeWork(ActionItem* item);
   void CheckEnvIds(const int32_t* env_ids, int64_t n);
@@ -244,6 +267,9 @@ class Pool {
   std::vector<ActionItem> items_;
   std::vector<std::string> errors_;  // per env; written by its worker before commit
   std::atomic<bool> has_errors_{false};
+  std::vector<int32_t> lost_envs_, lost_workers_;  // ReportLost's, until Recv throws them
+  std::string lost_what_;
+  std::atomic<bool> has_lost_{false};
   std::atomic<bool> closed_{false};
   bool built_ = false;
   int env_id_field_ = -1;

@@ -2,15 +2,19 @@
 #include "rlfast/csrc/core/shared_channel.h"
 
 #include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <ctime>
 #include <fstream>
 #include <new>
 #include <stdexcept>
+#include <thread>
 
 #include "rlfast/csrc/core/semaphore.h"
 
@@ -34,6 +38,8 @@ struct alignas(64) SharedChannel::WorkerShared {
   sem_t requests;                       // posted when the worker sleeps and requests came
   std::atomic<int32_t> sleeping;
   std::atomic<int32_t> pid;
+  std::atomic<int32_t> busy_env;        // the request being run (-1: none), since busy_since
+  std::atomic<int64_t> busy_since;      // CLOCK_MONOTONIC ns (the same clock in every process)
   std::atomic<int64_t> request_tail;    // written by the main process
   std::atomic<int64_t> request_head;    // the worker's
   alignas(64) std::atomic<int64_t> answer_tail;  // written by the worker
@@ -55,6 +61,42 @@ struct alignas(64) SharedChannel::EnvShared {
 namespace {
 
 constexpr int64_t Round64(int64_t n) { return (n + 63) / 64 * 64; }
+
+int64_t MonotonicNs() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
+}
+
+/// "SIGKILL" for 9 and the other signals that end a process; "" for the rest.
+const char* SignalName(int sig) {
+  switch (sig) {
+    case SIGKILL: return "SIGKILL";
+    case SIGSEGV: return "SIGSEGV";
+    case SIGABRT: return "SIGABRT";
+    case SIGTERM: return "SIGTERM";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGILL: return "SIGILL";
+    case SIGINT: return "SIGINT";
+    case SIGHUP: return "SIGHUP";
+    case SIGPIPE: return "SIGPIPE";
+    default: return "";
+  }
+}
+
+/// How process `pid`, a child of this one, ended: "" if it has not (asked without reaping it),
+/// "?" when it is not this process's child (waitid fails).
+std::string ChildExit(pid_t pid) {
+  siginfo_t info;
+  std::memset(&info, 0, sizeof(info));
+  if (waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0) return "?";
+  if (info.si_pid != pid) return "";
+  if (info.si_code == CLD_EXITED) return "exited with status " + std::to_string(info.si_status);
+  const std::string name = SignalName(info.si_status);
+  return "was killed by signal " + std::to_string(info.si_status) + (name.empty() ? "" : " (" + name + ")") +
+         (info.si_code == CLD_DUMPED ? ", core dumped" : "");
+}
 
 /// sem_wait with a deadline `ms` from now; whether a post was taken. The main process waits
 /// for answers without spinning: it waits only while the workers have work to do, and on a
@@ -135,6 +177,8 @@ void SharedChannel::Init(pid_t owner) {
     InitSem(&ws->requests);
     ws->sleeping.store(0);
     ws->pid.store(0);
+    ws->busy_env.store(-1);
+    ws->busy_since.store(0);
     ws->request_tail.store(0);
     ws->request_head.store(0);
     ws->answer_tail.store(0);
@@ -146,7 +190,34 @@ void SharedChannel::Init(pid_t owner) {
   }
 }
 
-void SharedChannel::SetWorkerPid(int w, pid_t pid) { worker(w).pid.store(pid); }
+SharedChannel::~SharedChannel() {
+  for (const int fd : pidfds_) {
+    if (fd >= 0) close(fd);
+  }
+}
+
+void SharedChannel::SetWorkerPid(int w, pid_t pid) {
+  worker(w).pid.store(pid);
+  if (pidfds_[w] >= 0) close(pidfds_[w]);
+#ifdef SYS_pidfd_open
+  pidfds_[w] = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+#else
+  pidfds_[w] = -1;
+#endif
+}
+
+bool SharedChannel::PollExited(std::vector<int>* out) {
+  polled_.clear();
+  for (const int fd : pidfds_) {
+    if (fd < 0) return false;
+    polled_.push_back(pollfd{fd, POLLIN, 0});
+  }
+  if (poll(polled_.data(), polled_.size(), 0) <= 0) return true;
+  for (std::size_t w = 0; w < polled_.size(); ++w) {
+    if (polled_[w].revents != 0) out->push_back(static_cast<int>(w));
+  }
+  return true;
+}
 
 pid_t SharedChannel::WorkerPid(int w) const { return worker(w).pid.load(); }
 
@@ -168,17 +239,51 @@ std::string SharedChannel::ErrorText(int e) const {
   return std::string(text, strnlen(text, SharedLayout::kErrorBytes));
 }
 
-bool SharedChannel::WorkerAlive(int w) const {
+std::string SharedChannel::WorkerExit(int w) const {
   const pid_t pid = worker(w).pid.load();
-  if (pid <= 0) return true;  // not started yet: the main process sets pids before any step
-  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
-  // A worker that exited stays a zombie until its parent reaps it: read its state.
+  if (pid <= 0) return "";  // not started yet: the main process sets pids before any step
+  const std::string how = ChildExit(pid);
+  if (how != "?") return how;
+  // Not our child (or reaped already): gone if no such process, or a zombie.
+  if (kill(pid, 0) != 0 && errno == ESRCH) return "died";
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
   std::string line;
-  if (!std::getline(stat, line)) return false;
+  if (!std::getline(stat, line)) return "died";
   const auto close = line.rfind(')');
-  return close == std::string::npos || close + 2 >= line.size() ||
-         (line[close + 2] != 'Z' && line[close + 2] != 'X');
+  const bool gone = close != std::string::npos && close + 2 < line.size() &&
+                    (line[close + 2] == 'Z' || line[close + 2] == 'X');
+  return gone ? "died" : "";
+}
+
+std::pair<int, int64_t> SharedChannel::WorkerBusy(int w) const {
+  const WorkerShared& ws = worker(w);
+  const int e = ws.busy_env.load(std::memory_order_acquire);
+  if (e < 0) return {-1, 0};
+  return {e, MonotonicNs() - ws.busy_since.load(std::memory_order_relaxed)};
+}
+
+std::pair<int64_t, int64_t> SharedChannel::WorkerProgress(int w) const {
+  const WorkerShared& ws = worker(w);
+  return {ws.answer_tail.load(std::memory_order_acquire), ws.request_tail.load(std::memory_order_relaxed)};
+}
+
+void SharedChannel::KillWorker(int w) {
+  const pid_t pid = worker(w).pid.load();
+  if (pid <= 0 || kill(pid, SIGKILL) != 0) return;
+  for (int i = 0; i < 2000 && WorkerExit(w).empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+void SharedChannel::RestartWorker(int w, pid_t pid) {
+  WorkerShared& ws = worker(w);
+  const int64_t tail = ws.request_tail.load();
+  ws.request_head.store(tail);
+  ws.answer_tail.store(tail);
+  ws.answer_head = tail;
+  ws.sleeping.store(0);
+  ws.busy_env.store(-1);
+  SetWorkerPid(w, pid);
 }
 
 std::vector<int> SharedChannel::AbandonRequests(int w) {
@@ -268,6 +373,8 @@ std::tuple<int, int, int64_t, int32_t> SharedChannel::Next(int w) {
   const auto [first, count] = layout_.EnvsOf(w);
   const int e = env(first + static_cast<int>(head % count)).request_entry;
   ws.request_head.store(head + 1, std::memory_order_relaxed);
+  ws.busy_since.store(MonotonicNs(), std::memory_order_relaxed);
+  ws.busy_env.store(e, std::memory_order_release);
   const EnvShared& me = env(e);
   return {e, me.kind, me.seed, me.flags};
 }
@@ -280,6 +387,7 @@ bool SharedChannel::HasRequest(int w) const {
 void SharedChannel::PushAnswer(int w, int e) {
   WorkerShared& ws = worker(w);
   const auto [first, count] = layout_.EnvsOf(w);
+  ws.busy_env.store(-1, std::memory_order_relaxed);
   const int64_t tail = ws.answer_tail.load(std::memory_order_relaxed);
   env(first + static_cast<int>(tail % count)).answer_entry = e;
   ws.answer_tail.store(tail + 1, std::memory_order_release);

@@ -2,6 +2,7 @@
 #ifndef RLFAST_CSRC_CORE_SHARED_CHANNEL_H_
 #define RLFAST_CSRC_CORE_SHARED_CHANNEL_H_
 
+#include <poll.h>
 #include <semaphore.h>
 #include <sys/types.h>
 
@@ -79,17 +80,25 @@ struct Answer {
 ///
 /// Main process: Init (before starting workers), SetWorkerPid, Post + WakeWorkers (the
 /// pool's send, one thread at a time), TakeAnswers + WaitAnswers (the pool's reader, one
-/// thread at a time), WorkerAlive + AbandonRequests, Close, Destroy. Worker process: Next,
+/// thread at a time), WorkerExit / WorkerBusy / KillWorker + AbandonRequests + RestartWorker
+/// (the reader, for workers that die or hang), Close, Destroy. Worker process: Next,
 /// HasRequest, Reply, Fail.
 class SharedChannel {
  public:
   SharedChannel(void* base, const SharedLayout& layout)
-      : base_(static_cast<char*>(base)), layout_(layout), posted_(layout.num_workers, 0) {}
+      : base_(static_cast<char*>(base)), layout_(layout), posted_(layout.num_workers, 0),
+        pidfds_(layout.num_workers, -1) {}
+  ~SharedChannel();
+  SharedChannel(const SharedChannel&) = delete;
+  SharedChannel& operator=(const SharedChannel&) = delete;
 
   /// Main process, once, before any worker attaches: initializes header and semaphores.
   void Init(pid_t owner);
-  /// Main process: records worker `w`'s pid (for WorkerAlive).
+  /// Main process: records worker `w`'s pid (for WorkerExit) and opens a pidfd on it.
   void SetWorkerPid(int w, pid_t pid);
+  /// Main process: appends to `out` each worker whose process has ended (its pidfd readable:
+  /// one poll() for all, no wait); false if this kernel has no pidfds (Linux < 5.3).
+  bool PollExited(std::vector<int>* out);
   /// Main process: tells every worker and a waiting reader to stop. Idempotent.
   void Close();
   /// Main process, after every worker is gone: destroys the semaphores.
@@ -108,12 +117,25 @@ class SharedChannel {
   /// Main process: sleeps until `need` answers have arrived that TakeAnswers has not taken
   /// yet, at most `ms` milliseconds; whether they are there.
   bool WaitAnswers(int64_t need, int ms);
-  /// Main process: whether worker `w`'s process still runs (not exited, not a zombie).
-  bool WorkerAlive(int w) const;
+  /// Main process: "" while worker `w`'s process runs, else how it ended ("was killed by
+  /// signal 9 (SIGKILL)", "exited with status 1"; "died" when the process is not this one's
+  /// child to ask). Asks without reaping (waitid WNOWAIT): multiprocessing still reaps it.
+  std::string WorkerExit(int w) const;
   pid_t WorkerPid(int w) const;
+  /// Main process: the env whose request worker `w` is running and for how many
+  /// nanoseconds it has run it; {-1, 0} while the worker waits for requests.
+  std::pair<int, int64_t> WorkerBusy(int w) const;
+  /// Main process: worker `w`'s answers so far and requests so far (equal: nothing owed).
+  std::pair<int64_t, int64_t> WorkerProgress(int w) const;
+  /// Main process: SIGKILLs worker `w` and waits (up to 2 s) until it is gone.
+  void KillWorker(int w);
   /// Main process, for a worker that died: the envs whose requests it will never answer
   /// (it answers in request order), taken off its rings.
   std::vector<int> AbandonRequests(int w);
+  /// Main process, after AbandonRequests: worker `w`'s rings start afresh for a new process
+  /// `pid` that runs the same envs (no request of the old one is left to answer); its pidfd
+  /// follows the new process.
+  void RestartWorker(int w, pid_t pid);
 
   /// Worker side: blocks for worker `w`'s next request and returns (env, kind, seed, flags);
   /// env -1 once the pool closes or the main process is gone (checked every 100 ms).
@@ -147,6 +169,8 @@ class SharedChannel {
   // Main process only (the pool's send and reader threads each own theirs).
   std::vector<uint8_t> posted_;  ///< per worker: requests queued since WakeWorkers
   int64_t taken_ = 0;            ///< answers TakeAnswers has returned
+  std::vector<int> pidfds_;      ///< per worker: a pidfd on its process (-1: none)
+  std::vector<pollfd> polled_;   ///< PollExited's poll() list
 };
 
 }  // namespace rlfast::core

@@ -45,6 +45,17 @@ const TaskEntry& Lookup(const std::string& task_id) {
 PYBIND11_MODULE(_C, m) {
   m.doc() = "rlfast engine: C++ asynchronous environment pool";
   py::register_exception<core::PoolStateError>(m, "PoolStateError", PyExc_RuntimeError);
+  // EnvsLost reaches Python as _C.EnvsLost(message, env_ids, workers); rlfast/procpool.py
+  // restarts the workers and raises rlfast.EnvError from it.
+  m.attr("EnvsLost") = py::handle(PyErr_NewException("rlfast._C.EnvsLost", PyExc_RuntimeError, nullptr));
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const core::EnvsLost& e) {
+      py::object type = py::module_::import("rlfast._C").attr("EnvsLost");
+      PyErr_SetObject(type.ptr(), py::make_tuple(e.what(), e.env_ids(), e.workers()).ptr());
+    }
+  });
 
   m.def("list_tasks", [] {
     std::vector<std::string> ids;

@@ -12,6 +12,7 @@
 #include "rlfast/csrc/core/pool.h"
 #include "rlfast/csrc/core/shared_channel.h"
 #include "rlfast/csrc/envs/python/remote_pool.h"
+#include "rlfast/csrc/python/pool_binding.h"
 #include "rlfast/csrc/python/registry.h"
 
 namespace rlfast::python {
@@ -114,6 +115,16 @@ void BindSharedChannel(py::module_& m) {
              return NextRequest(c, w);
            })
       .def("fail", &SharedChannel::Fail);
+
+  auto remote = [](PyPool& p) -> envs::python::RemotePool& {
+    auto* r = dynamic_cast<envs::python::RemotePool*>(&p.pool());
+    if (r == nullptr) throw py::type_error("not a pool of Python envs in worker processes");
+    return *r;
+  };
+  m.def("restart_worker", [remote](PyPool& p, int w, int pid) { remote(p).RestartWorker(w, pid); },
+        py::arg("pool"), py::arg("worker"), py::arg("pid"));
+  m.def("set_step_timeout", [remote](PyPool& p, double seconds) { remote(p).SetStepTimeout(seconds); },
+        py::arg("pool"), py::arg("seconds"));
 }
 
 }  // namespace rlfast::python

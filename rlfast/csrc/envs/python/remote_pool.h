@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -46,6 +47,9 @@ class RemotePool : public core::Pool {
         needs_reset_(config_.num_envs, 1),
         pending_seed_(config_.num_envs, -1) {
     const core::SharedLayout& l = channel_->layout();
+    down_.assign(l.num_workers, 0);
+    restarts_.assign(l.num_workers, 0);
+    last_answers_.assign(l.num_workers, -1);
     if (l.num_envs != config_.num_envs || static_cast<std::size_t>(l.obs_bytes) != fields_[0].NumBytes()) {
       throw std::invalid_argument("the shared layout does not match the pool");
     }
@@ -97,18 +101,44 @@ class RemotePool : public core::Pool {
   bool CompleteArrived(int ms) override {
     std::unique_lock<std::mutex> lock(reader_mutex_, std::try_to_lock);
     if (!lock.owns_lock()) return false;  // another recv() completes: wait for its blocks
-    if (Drain() > 0) return true;
+    if (Drain() > 0) {
+      CheckWorkersEvery(kCheckInterval);
+      return true;
+    }
     const int64_t outstanding = outstanding_.load(std::memory_order_relaxed);
-    if (outstanding == 0) return false;
+    if (outstanding == 0 || ms == 0) {
+      CheckWorkersEvery(kCheckInterval);
+      return outstanding > 0;
+    }
     // Sleep until the block being filled can be complete (or every request is answered).
     const int64_t filled = claimed_.load(std::memory_order_relaxed) % config_.batch_size;
     channel_->WaitAnswers(std::min<int64_t>(config_.batch_size - filled, outstanding), ms);
-    if (Drain() > 0) return true;
-    // Nothing came for `ms`: a worker that died never answers, so its envs fail now.
-    for (int w = 0; w < channel_->layout().num_workers; ++w) {
-      if (!channel_->WorkerAlive(w)) FailWorker(w);
-    }
+    Drain();
+    CheckWorkersEvery(kCheckInterval);
     return true;
+  }
+
+ public:
+  /// A step (or reset) that runs longer than `seconds` gets its worker killed and reported
+  /// like a death (0: no limit, the default). Any thread, before or between recv calls.
+  void SetStepTimeout(double seconds) {
+    step_timeout_ns_.store(seconds > 0 ? static_cast<int64_t>(seconds * 1e9) : 0);
+  }
+
+  /// After the EnvsLost that reported worker `w`'s death: its envs now run in a new
+  /// process `pid`, each reset at its next send, seeded anew (the k-th restart of a worker
+  /// reseeds env i with its seed + k * num_envs). Python's thread, while no recv runs.
+  void RestartWorker(int w, pid_t pid) {
+    std::lock_guard<std::mutex> lock(reader_mutex_);
+    channel_->RestartWorker(w, pid);
+    const int generation = ++restarts_[w];
+    const auto [first, count] = channel_->layout().EnvsOf(w);
+    for (int e = first; e < first + count; ++e) {
+      needs_reset_[e] = 1;
+      pending_seed_[e] = AsSeed(SeedFor(e) + static_cast<uint64_t>(generation) * config_.num_envs);
+    }
+    last_answers_[w] = -1;
+    down_[w] = 0;
   }
 
  private:
@@ -137,18 +167,51 @@ class RemotePool : public core::Pool {
     return static_cast<int>(answers_.size());
   }
 
-  /// Fails every env that dead worker `w` was asked to run and did not answer.
-  void FailWorker(int w) {
+  /// Recv's thread, each time it has looked for answers: one poll() of the workers' pidfds
+  /// finds a worker that has ended, so a death surfaces at the first recv after it. (Without
+  /// pidfds, Linux < 5.3: a worker that owes answers and gave none since the last look is
+  /// asked, one waitid, so it surfaces within two recvs.) Every `interval` (steady clock)
+  /// every worker is asked, and whether its current step has run past the step timeout (then
+  /// it is killed here). The gone are reported lost.
+  void CheckWorkersEvery(std::chrono::milliseconds interval) {
+    const auto now = std::chrono::steady_clock::now();
+    const bool all = now >= next_check_;
+    if (all) next_check_ = now + interval;
+    exited_.clear();
+    const bool polled = channel_->PollExited(&exited_);
+    const int64_t timeout = step_timeout_ns_.load();
+    for (int w = 0; w < channel_->layout().num_workers; ++w) {
+      if (down_[w]) continue;
+      const auto [answers, requests] = channel_->WorkerProgress(w);
+      const bool stalled = polled ? std::find(exited_.begin(), exited_.end(), w) != exited_.end()
+                                  : answers < requests && answers == last_answers_[w];
+      last_answers_[w] = answers;
+      if (!all && !stalled) continue;
+      std::string how = channel_->WorkerExit(w);
+      if (how.empty() && timeout > 0) {
+        const auto [env, ns] = channel_->WorkerBusy(w);
+        if (env >= 0 && ns > timeout) {
+          channel_->KillWorker(w);
+          how = "ran env " + std::to_string(env) + "'s step for more than the step timeout (" +
+                std::to_string(timeout / 1e9).substr(0, 6) + " s) and was killed (SIGKILL)";
+        }
+      }
+      if (!how.empty()) LoseWorker(w, how);
+    }
+  }
+
+  /// Worker `w` is gone (`how`): what it answered stands, the requests it never answered
+  /// are reported lost (core::Pool::ReportLost), and its envs wait for RestartWorker.
+  void LoseWorker(int w, const std::string& how) {
     Drain();  // what it answered before it died stands
     const auto [first, count] = channel_->layout().EnvsOf(w);
-    const std::string what = "worker process " + std::to_string(w) + " (pid " +
-                             std::to_string(channel_->WorkerPid(w)) + "), which runs envs " +
-                             std::to_string(first) + "-" + std::to_string(first + count - 1) + ", died";
-    for (const int e : channel_->AbandonRequests(w)) {
-      RecordError(e, what);
-      WriteSlot(e, core::StepResult{}, Outcome::kFailed);
-      outstanding_.fetch_sub(1, std::memory_order_relaxed);
-    }
+    const std::vector<int> lost = channel_->AbandonRequests(w);
+    outstanding_.fetch_sub(static_cast<int64_t>(lost.size()), std::memory_order_relaxed);
+    down_[w] = 1;
+    ReportLost(lost, w,
+               "worker process " + std::to_string(w) + " (pid " + std::to_string(channel_->WorkerPid(w)) +
+                   "), which runs envs " + std::to_string(first) + "-" + std::to_string(first + count - 1) +
+                   ", " + how);
   }
 
   /// Writes env `id`'s result into the next slot and commits it: core::EnvPool::Process's
@@ -202,6 +265,14 @@ class RemotePool : public core::Pool {
   std::atomic<int64_t> claimed_{0};      ///< slots written so far
   std::mutex reader_mutex_;              ///< one completing recv() at a time
   std::vector<core::Answer> answers_;
+  // Workers' health, the reader's (under reader_mutex_).
+  static constexpr std::chrono::milliseconds kCheckInterval{100};
+  std::chrono::steady_clock::time_point next_check_{};
+  std::vector<uint8_t> down_;     ///< per worker: reported lost, not restarted yet
+  std::vector<int> restarts_;     ///< per worker: how often it was restarted
+  std::vector<int64_t> last_answers_;  ///< per worker: its answers at the last look
+  std::vector<int> exited_;            ///< PollExited's answer
+  std::atomic<int64_t> step_timeout_ns_{0};
 };
 
 }  // namespace rlfast::envs::python
