@@ -213,7 +213,18 @@ void Pool::Attach(const std::vector<void*>& field_buffers) {
 
 void Pool::BuildEnvs(const std::function<void()>& poll) {
   if (built_) throw PoolStateError("envs already built");
-  ParallelFor(config_.num_envs, [this](int i) { BuildEnv(i); }, poll);
+  ParallelFor(
+      config_.num_envs,
+      [this](int i) {
+        try {
+          BuildEnv(i);
+        } catch (const std::invalid_argument& e) {  // a bad option: ValueError in Python
+          throw std::invalid_argument(task_id_ + " env " + std::to_string(i) + " could not be built: " + e.what());
+        } catch (const std::exception& e) {
+          throw std::runtime_error(task_id_ + " env " + std::to_string(i) + " could not be built: " + e.what());
+        }
+      },
+      poll);
   CheckInfoLayout();
   built_ = true;
 }

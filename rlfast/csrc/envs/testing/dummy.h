@@ -20,6 +20,8 @@ struct DummyConfig {
   int step_sleep_us = 0;    ///< fixed time per step (microseconds)
   int jitter_us = 0;        ///< plus a random 0..jitter_us from the env's RNG
   int throw_on_action = -1; ///< Step throws std::runtime_error when given this action
+  int throw_on_reset = -1;  ///< the env's reset number this (0: its first) throws
+  int throw_on_build = 0;   ///< 1: every env's constructor throws
   int slow_write_action = -1;  ///< after a step with this action, writing the obs sleeps
   int slow_write_us = 0;       ///< for this long (between the slot claim and its commit)
   /// 1: VisitInfo reports last_action as float32, 2: adds an undeclared field (both must
@@ -33,6 +35,8 @@ struct DummyConfig {
     v("step_sleep_us", step_sleep_us);
     v("jitter_us", jitter_us);
     v("throw_on_action", throw_on_action);
+    v("throw_on_reset", throw_on_reset);
+    v("throw_on_build", throw_on_build);
     v("slow_write_action", slow_write_action);
     v("slow_write_us", slow_write_us);
     v("info_layout_bug", info_layout_bug);
@@ -60,9 +64,14 @@ class Dummy : public core::EnvBase {
     return spec;
   }
 
-  Dummy(const Config& config, uint64_t seed) : core::EnvBase(seed), config_(config) {}
+  Dummy(const Config& config, uint64_t seed) : core::EnvBase(seed), config_(config) {
+    if (config_.throw_on_build) throw std::runtime_error("Dummy-v0 was told to fail in its constructor");
+  }
 
   void Reset() {
+    if (resets_++ == config_.throw_on_reset) {
+      throw std::runtime_error("Dummy-v0 was told to fail in reset " + std::to_string(resets_ - 1));
+    }
     steps_ = 0;
     last_action_ = -1;
     reset_draw_ = static_cast<float>(Uniform(0.0, 1.0));
@@ -116,6 +125,7 @@ class Dummy : public core::EnvBase {
   Config config_;
   int steps_ = 0;
   int last_action_ = -1;
+  int resets_ = 0;
   float reset_draw_ = 0.0f;
 };
 
