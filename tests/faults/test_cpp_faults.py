@@ -53,7 +53,7 @@ def test_a_step_or_reset_that_throws_is_one_env_error_naming_it_and_the_pool_goe
                 seen[ids] += 1
             except rlfast.EnvError as err:
                 errors += 1
-                assert "told to fail in" in str(err) and f"{task} env " in str(err)
+                assert "told to fail " in str(err) and f"{task} env " in str(err)
                 ids = err.env_ids.numpy().copy()
             actions = np.zeros(len(ids), np.int64)
             if rng.random() < 0.05:
