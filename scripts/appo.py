@@ -44,11 +44,10 @@ from torch import nn
 
 import rlfast
 from rlfast.algos.appo import APPOArgs, appo_loss, taken_logprobs, update_kl
-from rlfast.algos.config import parse_or_resume
 from rlfast.algos.episodes import Episodes
 from rlfast.algos.nets import MLPAgent, NatureCNNAgent, RecurrentNatureCNNAgent, set_speed
 from rlfast.algos.ppo import LOSS_NAMES, PPOLoss, adapt_lr
-from rlfast.algos.run import Run, finish
+from rlfast.algos.run import Run, launch
 from rlfast.algos.runargs import RunArgs, usage_error, vector_obs_size
 from rlfast.algos.sampler import Sampler, Trajectories, Weights
 
@@ -160,4 +159,4 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
 
 
 if __name__ == "__main__":
-    finish(main(*parse_or_resume(Args, SCRIPT)))
+    launch(main, Args, SCRIPT)

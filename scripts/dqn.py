@@ -25,11 +25,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlfast.algos.config import parse_or_resume
 from rlfast.algos.dqn import DQNArgs, ReplayRatio, epsilon_greedy, replay_buffer, soft_update, td_loss
 from rlfast.algos.episodes import Episodes
 from rlfast.algos.replay import ReplayBuffer
-from rlfast.algos.run import Run, finish
+from rlfast.algos.run import Run, launch
 from rlfast.algos.runargs import RunArgs, usage_error, vector_obs_size
 
 SCRIPT = "dqn.py"
@@ -137,4 +136,4 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
 
 
 if __name__ == "__main__":
-    finish(main(*parse_or_resume(Args, SCRIPT)))
+    launch(main, Args, SCRIPT)

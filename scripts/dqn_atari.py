@@ -34,12 +34,11 @@ import torch
 from torch import nn
 
 import rlfast
-from rlfast.algos.config import parse_or_resume
 from rlfast.algos.dqn import DQNArgs, ReplayRatio, epsilon_greedy, replay_buffer, soft_update, td_loss
 from rlfast.algos.episodes import Episodes, game_starts
 from rlfast.algos.nets import FrameNet, set_speed
 from rlfast.algos.replay import ReplayBuffer
-from rlfast.algos.run import Run, finish
+from rlfast.algos.run import Run, launch
 from rlfast.algos.runargs import OWN_FAMILIES, RunArgs, check_frames, usage_error
 
 SCRIPT = "dqn_atari.py"
@@ -181,4 +180,4 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
 
 
 if __name__ == "__main__":
-    finish(main(*parse_or_resume(Args, SCRIPT)))
+    launch(main, Args, SCRIPT)

@@ -24,14 +24,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlfast.algos.config import parse_or_resume
 from rlfast.algos.distributed import World
 from rlfast.algos.episodes import Episodes
 from rlfast.algos.gae import gae
 from rlfast.algos.nets import MLPAgent
 from rlfast.algos.ppo import (LOSS_NAMES, PPOArgs, PPOLoss, Rollout, adapt_lr, anneal_lr, explained_variance,
                               normalize_advantages, ppo_loss)  # fmt: skip
-from rlfast.algos.run import Run, finish
+from rlfast.algos.run import Run, launch
 from rlfast.algos.runargs import RunArgs, usage_error, vector_obs_size
 
 SCRIPT = "ppo.py"
@@ -153,4 +152,4 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
 
 
 if __name__ == "__main__":
-    finish(main(*parse_or_resume(Args, SCRIPT)))
+    launch(main, Args, SCRIPT)

@@ -46,7 +46,6 @@ import torch
 from torch import nn
 
 import rlfast
-from rlfast.algos.config import parse_or_resume
 from rlfast.algos.distributed import World
 from rlfast.algos.episodes import Episodes, game_starts
 from rlfast.algos.flags import bounded
@@ -54,7 +53,7 @@ from rlfast.algos.gae import gae
 from rlfast.algos.nets import NatureCNNAgent, RecurrentNatureCNNAgent, set_speed
 from rlfast.algos.ppo import (LOSS_NAMES, PPOArgs, PPOLoss, Rollout, adapt_lr, anneal_lr, explained_variance,
                               normalize_advantages, ppo_loss, sequence_rows)  # fmt: skip
-from rlfast.algos.run import Run, finish
+from rlfast.algos.run import Run, launch
 from rlfast.algos.runargs import OWN_FAMILIES, RunArgs, check_frames, usage_error
 
 SCRIPT = "ppo_atari.py"
@@ -304,4 +303,4 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
 
 
 if __name__ == "__main__":
-    finish(main(*parse_or_resume(Args, SCRIPT)))
+    launch(main, Args, SCRIPT)

@@ -108,14 +108,51 @@ def save_checkpoint(path: PathLike, checkpoint: Mapping[str, Any]) -> Path:
     try:
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 would make the checkpoint private, unlike the run's files
         with os.fdopen(fd, "wb") as f:
-            torch.save(dict(checkpoint), f)
+            writer = _Writer(f)
+            try:
+                torch.save(dict(checkpoint), writer)
+            except RuntimeError:  # torch's zip writer reports a failed write as its own error
+                if writer.error is None:
+                    raise
+                raise writer.error from None
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as e:  # a full disk, a file size limit, a folder gone: the previous file is untouched
+        Path(tmp).unlink(missing_ok=True)
+        raise CheckpointWriteError(path, e) from e
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+class _Writer:
+    """A binary file as torch.save writes to it, keeping the OSError of a failed write (torch raises its own)."""
+
+    def __init__(self, f: Any) -> None:
+        self.f, self.error = f, None
+
+    def write(self, data: bytes) -> int:
+        try:
+            return self.f.write(data)
+        except OSError as e:
+            self.error = e
+            raise
+
+    def flush(self) -> None:
+        self.f.flush()
+
+
+class CheckpointWriteError(OSError):
+    """A checkpoint could not be written (``save_checkpoint``): the file at ``path`` is as it was before."""
+
+    def __init__(self, path: Path, cause: OSError) -> None:
+        super().__init__(cause.errno, f"could not write {path}: {cause.strerror or cause}")
+        self.path = path
+
+    def __str__(self) -> str:
+        return str(self.strerror)
 
 
 def _umask() -> int:
@@ -143,7 +180,9 @@ def load_checkpoint(path: PathLike, map_location: Union[str, torch.device, None]
     try:
         ckpt = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as e:  # a truncated file, another pickle, not a zip: torch names each differently
-        raise ValueError(f"{path} is not an rlfast checkpoint ({type(e).__name__}: {str(e).splitlines()[0]})") from e
+        first = str(e).split(". ")[0].splitlines()[0] if str(e) else ""
+        raise ValueError(f"{path} is not a readable rlfast checkpoint: truncated, corrupt or another kind of file "
+                         f"({type(e).__name__}: {first})") from e  # fmt: skip
     if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
         raise ValueError(f"{path} is not an rlfast checkpoint of format {FORMAT}")
     return ckpt

@@ -86,15 +86,18 @@ def load_toml(cls: type, path: str) -> dict[str, Any]:
     return values
 
 
-def _check_type(path: str, key: str, value: Any, annotation: Any) -> Any:
-    """``value`` if it fits a scalar field type (ints widen to float); SystemExit otherwise."""
-    if get_origin(annotation) is Union:  # Optional[X]: TOML has no null, so the value must be an X
+def _check_type(path: str, key: str, value: Any, annotation: Any, what: str = "config file") -> Any:
+    """``value`` if it fits a scalar field type (ints widen to float); SystemExit naming ``what`` and ``path``
+    otherwise. TOML has no null; a checkpoint's None fits an Optional field."""
+    if get_origin(annotation) is Union:  # Optional[X]
+        if value is None and type(None) in get_args(annotation):
+            return value
         options = [a for a in get_args(annotation) if a is not type(None)]
         annotation = options[0] if len(options) == 1 else annotation
     if annotation is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if annotation in (int, float, bool, str) and (type(value) is not annotation):
-        raise SystemExit(f"error: config file {path}: {key} = {value!r} is not a {annotation.__name__}")
+        raise SystemExit(f"error: {what} {path}: {key} = {value!r} is not {_article(annotation.__name__)}")
     return value
 
 
@@ -131,9 +134,35 @@ def parse_or_resume(cls: type[T], script: str, argv: Optional[Sequence[str]] = N
         raise SystemExit(f"error: --resume: {e}") from None
     if ckpt["script"] != script:
         raise SystemExit(f"error: --resume: {path} was written by {ckpt['script']}, not {script}")
-    args = parse_args(cls, argv, base=ckpt["args"])
+    saved = checkpoint_args(cls, path, ckpt)
+    args = parse_args(cls, argv, base=saved)
+    if getattr(args, "env_id", ckpt["env_id"]) != ckpt["env_id"]:
+        raise SystemExit(f"error: --resume: {path} was trained on {ckpt['env_id']}; its networks do not go on with "
+                         f"--env-id {args.env_id} (start a new run instead)")  # fmt: skip
     args.resume = str(path)
     return with_local_num_envs(args), ckpt
+
+
+def checkpoint_args(cls: type, path: Path, ckpt: Mapping[str, Any]) -> dict[str, Any]:
+    """A checkpoint's ``args`` as ``parse_args``' base: a value of the wrong type ends the process with one line
+    naming the file and the flag; a flag ``cls`` no longer has is dropped with a note."""
+    args = ckpt.get("args")
+    if not isinstance(args, Mapping) or not all(isinstance(k, str) for k in args):
+        raise SystemExit(f"error: --resume: {path} holds no flags (its 'args' is {type(args).__name__})")
+    values = new_names(cls, args)
+    names = {f.name for f in dataclasses.fields(cls)}
+    dropped = sorted(set(values) - names)
+    if dropped:
+        print(f"note: --resume: {path} sets {', '.join(dropped)}, which this trainer no longer has: ignored",
+              file=sys.stderr, flush=True)  # fmt: skip
+    hints = get_type_hints(cls)
+    kept = {k: v for k, v in values.items() if k in names}
+    for key, value in kept.items():
+        kept[key] = _check_type(str(path), key, value, hints[key], what="--resume: checkpoint")
+    if ckpt.get("env_id") != kept.get("env_id", ckpt.get("env_id")):
+        raise SystemExit(f"error: --resume: {path} was trained on {ckpt.get('env_id')} but its flags say env_id = "
+                         f"{kept['env_id']!r}: the file was altered")  # fmt: skip
+    return kept
 
 
 def with_local_num_envs(args: T) -> T:
@@ -146,3 +175,8 @@ def with_local_num_envs(args: T) -> T:
         except ValueError as e:
             raise SystemExit(f"error: {e}") from None
     return args
+
+
+def _article(name: str) -> str:
+    """'an int', 'a float'."""
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"

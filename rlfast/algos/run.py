@@ -19,7 +19,7 @@ for the rest. It never calls back into the trainer::
         return run.exit_code
 
     if __name__ == "__main__":
-        finish(main(*parse_or_resume(Args, "my_trainer.py")))
+        launch(main, Args, "my_trainer.py")
 
 ``Run(...)`` checks every flag (``RunArgs.validate``, extended by each Args class) and the task's
 family, and ends the process with one ``error: ...`` line per problem before anything is created;
@@ -48,7 +48,8 @@ import torch
 
 import rlfast
 from rlfast.algos import distributed
-from rlfast.algos.checkpoint import CheckpointSchedule, make_checkpoint, restore, save_checkpoint
+from rlfast.algos.checkpoint import CheckpointSchedule, CheckpointWriteError, make_checkpoint, restore, save_checkpoint
+from rlfast.algos.config import parse_or_resume
 from rlfast.algos.distributed import World
 from rlfast.algos.nets import FrameNet, denormals_flushed, flush_denormals, native_bf16
 from rlfast.algos.profiling import SectionTimer
@@ -57,6 +58,20 @@ from rlfast.algos.runlog import RunLog, run_dir_name
 from rlfast.algos.signals import Interrupts
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def launch(main: Callable[..., int], args_type: type, script: str) -> NoReturn:
+    """A trainer's ``__main__``: ``main(*parse_or_resume(args_type, script))``, then ``finish`` with its exit code.
+    Ctrl-C before the run has started (parsing, building the envs) or while ``with run:`` writes its last
+    checkpoint (a second Ctrl-C) ends the process with one line and status 130: checkpoints are written
+    atomically, so the run dir keeps the last one that was complete."""
+    try:
+        code = main(*parse_or_resume(args_type, script))
+    except KeyboardInterrupt:
+        print("\ninterrupted: no checkpoint written now (the run dir keeps the last complete one, if any)",
+              file=sys.stderr, flush=True)  # fmt: skip
+        code = 130
+    finish(code)
 
 
 def finish(exit_code: int) -> NoReturn:
@@ -157,6 +172,8 @@ class Run:
         self._state: dict[str, Any] = {"models": {}}
         self._side: dict[str, Any] = {}  # run-dir file name -> object with state_dict / load_state_dict
         self._interrupts = Interrupts()
+        self._saved_step: Optional[int] = self.global_step if ckpt is not None else None
+        """the step of the last checkpoint.pt in the run dir (None: none yet)"""
 
     @property
     def resumed(self) -> bool:
@@ -208,7 +225,13 @@ class Run:
         self._state = {"models": models, "optimizers": optimizers, "normalizers": normalizers,
                        "env_kwargs": env_kwargs, "eval_env_kwargs": eval_env_kwargs}  # fmt: skip
         if self.ckpt is not None:
-            restore(self.ckpt, models, optimizers, normalizers)
+            try:
+                restore(self.ckpt, models, optimizers, normalizers)
+            except (KeyError, ValueError, RuntimeError) as e:  # RuntimeError: load_state_dict's shape mismatches
+                self.abandon()
+                detail = str(e).strip().splitlines()
+                raise usage_error(f"--resume: {self.args.resume} does not fit this run's networks: "
+                                  f"{detail[-1].strip() if detail else type(e).__name__}") from None  # fmt: skip
 
     def save_with_checkpoint(self, name: str, obj: Any) -> Optional[Path]:
         """Saves ``obj.state_dict()`` as ``run_dir/name`` (atomically) right before every ``checkpoint.pt``
@@ -223,7 +246,12 @@ class Run:
         if not path.is_file():
             print(f"note: {path} does not exist: {name} starts empty", flush=True)
             return None
-        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        except Exception as e:  # truncated or corrupt (torch names each kind differently)
+            self.abandon()
+            raise usage_error(f"{path} is not readable ({type(e).__name__}); move it away to resume without it, "
+                              f"{name} then starts empty") from None  # fmt: skip
         if state.get("global_step") != self.global_step:
             print(f"note: {path} is from step {state.get('global_step')}, the checkpoint from step "
                   f"{self.global_step}: {name} starts empty", flush=True)  # fmt: skip
@@ -337,18 +365,33 @@ class Run:
             self.log.progress(self.global_step, final=self._finished)
         self.completed = (self.iteration, self.global_step)
         for name in self._schedule.due(self.iteration):
-            self.save(name)
+            self.save_or_stop(name)
+
+    def save_or_stop(self, name: str) -> Path:
+        """``save(name)``; a write that fails (a full disk, a size limit) ends the process with one line naming the
+        file and what is kept: the file as it was, the last ``checkpoint.pt`` and its step."""
+        try:
+            path = self.save(name)
+        except CheckpointWriteError as e:
+            last = "No checkpoint had been written yet."
+            if self._saved_step is not None:
+                last = (f"The last checkpoint, {self.run_dir / 'checkpoint.pt'} (step {self._saved_step:,}), is "
+                        f"intact: make room and go on with --resume {self.run_dir}")  # fmt: skip
+            raise usage_error(f"{e}; training stopped at step {self.completed[1]:,}. {last}") from None
+        if name == "checkpoint.pt":
+            self._saved_step = self.completed[1]
+        return path
 
     def __exit__(self, exc_type: Optional[type], exc: Optional[BaseException], tb: Any) -> bool:
         try:
             if exc_type is KeyboardInterrupt and self.world.is_main:
                 # The latest weights (maybe mid-update) with the progress of the last completed iteration.
-                path = self.save("checkpoint.pt")
+                path = self.save_or_stop("checkpoint.pt")
                 iteration, step = self.completed
                 print(f"\ninterrupted at step {step:,} (iteration {iteration}): saved {path}", flush=True)
             elif exc_type is None and self.world.is_main:
                 self.log.close()
-                path = self.save("checkpoint.pt")
+                path = self.save_or_stop("checkpoint.pt")
                 steps = self.global_step - self._start_step
                 print(self.timer.summary(steps=steps))
                 print(f"{steps:,} steps in {self.log.elapsed():.1f} s; saved {path}", flush=True)

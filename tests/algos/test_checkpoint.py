@@ -82,6 +82,30 @@ def test_save_is_atomic(tmp_path, monkeypatch):
     assert [p.name for p in tmp_path.iterdir()] == ["ckpt.pt"]  # no temp file left behind
 
 
+def test_a_write_that_fails_names_the_file_and_keeps_the_previous_one(tmp_path):
+    """A full disk or a file size limit: torch's zip writer turns the failed write into its own RuntimeError; the
+    OSError comes out, naming the file (RLIMIT_FSIZE in a child process: Python ignores SIGXFSZ, so the write fails
+    with EFBIG)."""
+    code = (
+        "import resource, sys, torch\n"
+        "from rlfast.algos.checkpoint import CheckpointWriteError, make_checkpoint, save_checkpoint\n"
+        "path = sys.argv[1]\n"
+        "model = torch.nn.Linear(256, 256)\n"
+        "ckpt = make_checkpoint(script='x.py', env_id='e', args={}, global_step=1, iteration=1, models={'m': model})\n"
+        "save_checkpoint(path, ckpt)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000))\n"
+        "try:\n"
+        "    save_checkpoint(path, {**ckpt, 'global_step': 2})\n"
+        "except CheckpointWriteError as e:\n"
+        "    print(e, e.errno)\n"
+    )  # fmt: skip
+    path = tmp_path / "ckpt.pt"
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == f"could not write {path}: File too large 27", out.stderr
+    assert load_checkpoint(path)["global_step"] == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt.pt"]
+
+
 def test_load_rejects_other_files(tmp_path):
     torch.save({"weights": torch.zeros(1)}, tmp_path / "other.pt")
     with pytest.raises(ValueError, match="not an rlfast checkpoint"):

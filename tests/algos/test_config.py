@@ -93,9 +93,39 @@ def test_unknown_key_and_missing_file_are_errors(tmp_path):
 
 
 def test_wrong_type_in_toml_is_an_error(tmp_path):
-    with pytest.raises(SystemExit, match="num_envs = 'many' is not a int"):
+    with pytest.raises(SystemExit, match="num_envs = 'many' is not an int"):
         parse_args(Args, ["--config", write(tmp_path, 'num_envs = "many"\n')])
     with pytest.raises(SystemExit, match="anneal_lr = 1 is not a bool"):
         parse_args(Args, ["--config", write(tmp_path, "anneal_lr = 1\n")])
     args = parse_args(Args, ["--config", write(tmp_path, "learning_rate = 1\ntarget_kl = 0\n")])
     assert args.learning_rate == 1.0 and isinstance(args.target_kl, float)
+
+
+def test_resume_checks_the_checkpoints_flags_and_env(tmp_path, capsys):
+    """A saved flag of the wrong type, a saved env_id that contradicts the checkpoint, --env-id of another task: one
+    line naming the file; a flag the trainer no longer has: a note, and the run goes on without it."""
+    import torch
+
+    from rlfast.algos.config import parse_or_resume
+
+    @dataclass
+    class Resumable(Args):
+        env_id: str = "CartPole-v1"
+        """task"""
+        resume: Optional[str] = None
+        """checkpoint"""
+
+    def saved(**args) -> str:
+        path = tmp_path / "ckpt.pt"
+        torch.save({"format": 1, "script": "x.py", "env_id": "CartPole-v1", "args": {"env_id": "CartPole-v1", **args}},
+                   path)  # fmt: skip
+        return str(path)
+
+    with pytest.raises(SystemExit, match=r"checkpoint .*ckpt.pt: num_envs = 'many' is not an int"):
+        parse_or_resume(Resumable, "x.py", ["--resume", saved(num_envs="many")])
+    with pytest.raises(SystemExit, match="was trained on CartPole-v1 but its flags say env_id = 'Acrobot-v1'"):
+        parse_or_resume(Resumable, "x.py", ["--resume", saved(env_id="Acrobot-v1")])
+    with pytest.raises(SystemExit, match="was trained on CartPole-v1; its networks do not go on with --env-id Acro"):
+        parse_or_resume(Resumable, "x.py", ["--resume", saved(), "--env-id", "Acrobot-v1"])
+    args, _ = parse_or_resume(Resumable, "x.py", ["--resume", saved(num_envs=3, gone_flag=1)])
+    assert args.num_envs == 3 and "sets gone_flag, which this trainer no longer has: ignored" in capsys.readouterr().err

@@ -148,7 +148,7 @@ def test_resume_rejects_other_scripts_files_and_finished_runs(tmp_path):
     assert "already holds 4 of the 4 iterations asked for; raise --total-timesteps to continue it" in code, code
     (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
     code = run_main("ppo.py", ["--resume", str(tmp_path / "junk.pt")], tmp_path)
-    assert code.startswith(f"error: --resume: {tmp_path / 'junk.pt'} is not an rlfast checkpoint"), code
+    assert code.startswith(f"error: --resume: {tmp_path / 'junk.pt'} is not a readable rlfast checkpoint"), code
 
 
 def test_partial_rollout_says_how_many_steps_will_run(tmp_path):
