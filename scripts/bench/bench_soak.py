@@ -15,7 +15,6 @@ each, and whether it held: memory within ``--rss-bound`` MB, descriptors, thread
 
 import json
 import os
-import random
 import signal
 import subprocess
 import sys
