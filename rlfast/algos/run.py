@@ -236,8 +236,9 @@ class Run:
     def save_with_checkpoint(self, name: str, obj: Any) -> Optional[Path]:
         """Saves ``obj.state_dict()`` as ``run_dir/name`` (atomically) right before every ``checkpoint.pt``
         (the kept ``checkpoint_N.pt`` do not get one), tagged with the checkpoint's step. On --resume,
-        loads that file into ``obj`` when it was saved with the checkpoint resumed from (a note otherwise,
-        and ``obj`` stays as it is); returns its path when it loaded, else None. A file that does not fit ``obj`` ends
+        loads that file into ``obj`` when it was saved with the checkpoint resumed from, or after it (a process
+        killed between the two writes; a note says so); an older one is left (a note, and ``obj`` stays as it
+        is); returns its path when it loaded, else None. A file that does not fit ``obj`` ends
         the process with one line naming it."""
         self._side[name] = obj
         if self.ckpt is None:
@@ -252,10 +253,14 @@ class Run:
             self.abandon()
             raise usage_error(f"{path} is not readable ({type(e).__name__}); move it away to resume without it, "
                               f"{name} then starts empty") from None  # fmt: skip
-        if state.get("global_step") != self.global_step:
-            print(f"note: {path} is from step {state.get('global_step')}, the checkpoint from step "
-                  f"{self.global_step}: {name} starts empty", flush=True)  # fmt: skip
+        saved = state.get("global_step") if isinstance(state, dict) else None
+        if not isinstance(saved, int) or saved < self.global_step:
+            print(f"note: {path} is from step {saved}, older than the checkpoint (step {self.global_step}): {name} "
+                  "starts empty", flush=True)  # fmt: skip
             return None
+        if saved > self.global_step:  # the process ended between writing it and the checkpoint: its data are real
+            print(f"note: {path} is from step {saved:,}, the checkpoint from step {self.global_step:,} (the run "
+                  f"stopped between the two writes): {name} is used as it is", flush=True)  # fmt: skip
         try:
             obj.load_state_dict(state["state"])
         except ValueError as e:

@@ -7,10 +7,12 @@ moments. Each injection is checked against what rlfast promises, and the table s
 The trainer is ``ppo.py`` on CartPole-v1 (4 envs x 128 steps an iteration, ~0.5 s on 2 cores), each run its own
 process in a fresh folder. What each fault checks (a row passes when every injection did):
 
-- ``sigkill``: SIGKILL at a random moment 4-12 s into a run with ``--save-minutes 0.02`` (1.2 s); then
+- ``sigkill``: SIGKILL at a random moment 0.5-8 s after the run's first checkpoint, with ``--save-minutes 0.02``
+  (1.2 s); then
   ``--resume`` to the end. The checkpoint, the event files and the run dir stay readable, the resumed run starts
   from the checkpoint's step, and the work lost (kill time - the checkpoint's write time) is at most
-  ``--save-minutes`` plus one iteration.
+  ``--save-minutes`` plus one iteration. ``sigkill_dqn_replay``: the same for dqn.py with ``--save-replay``,
+  whose replay buffer must come back with the checkpoint.
 - ``truncated``, ``corrupt``, ``other_script``, ``other_env``, ``bad_flag``: ``--resume`` from a checkpoint cut
   at a random length, with random bytes overwritten, written by dqn.py, resumed with another ``--env-id``, or
   whose saved flags hold a value of the wrong type: one ``error:`` line naming the file, no traceback.
@@ -43,8 +45,8 @@ import torch
 import tyro
 
 ROOT = Path(__file__).resolve().parents[2]
-PPO = ROOT / "scripts" / "ppo.py"
 BASE = ["--env-id", "CartPole-v1", "--num-envs", "4", "--num-steps", "128", "--torch-threads", "1"]
+DQN = ["--env-id", "CartPole-v1", "--num-envs", "4", "--learning-starts", "1000", "--torch-threads", "1", "--save-replay"]
 SLOW_ENV = ("import gymnasium as gym, time\n"
             "class SlowBuild(gym.Wrapper):\n"
             "    def __init__(self):\n"
@@ -72,9 +74,11 @@ class Outcome:
 
 
 def trainer(folder: Path, *flags: str, env: Optional[dict] = None, preexec: Optional[Callable] = None,
-            **popen) -> subprocess.Popen:  # fmt: skip
-    """ppo.py in ``folder`` (its runs go to ``folder/runs``), its output piped."""
-    return subprocess.Popen([sys.executable, str(PPO), *BASE, "--runs-dir", str(folder / "runs"), *flags],
+            script: str = "ppo.py", **popen) -> subprocess.Popen:  # fmt: skip
+    """ppo.py (or ``script``, with DQN's flags) in ``folder`` (its runs go to ``folder/runs``), its output piped."""
+    base = BASE if script == "ppo.py" else DQN
+    return subprocess.Popen([sys.executable, str(ROOT / "scripts" / script), *base, "--runs-dir", str(folder / "runs"),
+                             *flags],  # fmt: skip
                             cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, **(env or {})}, preexec_fn=preexec, **popen)  # fmt: skip
 
@@ -122,10 +126,13 @@ def readable(run: Path) -> Optional[str]:
     return f"temporary files left: {leftovers}" if leftovers else None
 
 
-def sigkill(folder: Path, rng: random.Random) -> Outcome:
-    save_minutes, total = 0.02, 200_000
-    proc = trainer(folder, "--total-timesteps", str(total), "--save-minutes", str(save_minutes))
-    delay = rng.uniform(4, 12)
+def sigkill(folder: Path, rng: random.Random, script: str = "ppo.py") -> Outcome:
+    save_minutes, total = 0.02, 2_000_000
+    proc = trainer(folder, "--total-timesteps", str(total), "--save-minutes", str(save_minutes), script=script)
+    deadline = time.monotonic() + 120  # the moment counts from the first checkpoint (start-up varies with load)
+    while not list((folder / "runs").glob("*/checkpoint.pt")) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.01)
+    delay = rng.uniform(0.5, 8)
     time.sleep(delay)
     proc.kill()
     killed_at = time.time()
@@ -133,16 +140,19 @@ def sigkill(folder: Path, rng: random.Random) -> Outcome:
     run = run_dir(folder)
     ckpt_file = run / "checkpoint.pt"
     if not ckpt_file.exists():
-        return Outcome(False, f"no checkpoint after {delay:.1f} s")
+        return Outcome(False, f"no checkpoint {delay:.1f} s after the first one")
     lost = killed_at - ckpt_file.stat().st_mtime
     if (problem := readable(run)) is not None:
         return Outcome(False, problem, lost)
     step = torch.load(ckpt_file, weights_only=True)["global_step"]
-    code, out = finished(trainer(folder, "--resume", str(run), "--total-timesteps", str(step + 2048)))
+    more = 2048 if script == "ppo.py" else 400  # whole iterations (4 envs x 128 steps, 4 envs x 100)
+    code, out = finished(trainer(folder, "--resume", str(run), "--total-timesteps", str(step + more), script=script))
     iteration = 0.6 * 4  # an iteration's time at most (~0.5 s here), with room for a loaded machine
-    resumed = code == 0 and re.search(rf"step\s+{step + 2048:,}/{step + 2048:,}", out) is not None
+    resumed = code == 0 and re.search(rf"step\s+{step + more:,}/{step + more:,}", out) is not None
+    if script != "ppo.py":  # its replay buffer comes back too (saved before each checkpoint.pt, same step or later)
+        resumed = resumed and f"replay buffer: restored from {run / 'replay_buffer.pt'}" in out
     ok = resumed and lost <= 60 * save_minutes + iteration and (problem := readable(run)) is None
-    what = f"killed at {delay:.1f} s; resumed from step {step:,}" + ("" if resumed else f" FAILED: {out[-400:]}")
+    what = f"killed {delay:.1f} s after the first checkpoint; resumed from step {step:,}" + ("" if resumed else f" FAILED: {out[-400:]}")
     return Outcome(ok, what + (f"; {problem}" if problem else ""), lost)
 
 
@@ -282,6 +292,7 @@ def watch(folder: Path, proc: subprocess.Popen, when: str, rng: random.Random) -
 
 FAULTS: dict[str, Callable[[Path, random.Random], Outcome]] = {
     "sigkill": sigkill,
+    "sigkill_dqn_replay": lambda folder, rng: sigkill(folder, rng, "dqn.py"),
     **{kind: broken_checkpoint(kind) for kind in ("truncated", "corrupt", "other_script", "other_env", "bad_flag")},
     "disk_full": disk_full,
     "disk_full_tmpfs": disk_full_tmpfs,

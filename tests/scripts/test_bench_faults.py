@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-FAULTS = ["sigkill", "truncated", "corrupt", "other_script", "other_env", "bad_flag", "disk_full", "disk_full_tmpfs",
+FAULTS = ["sigkill", "sigkill_dqn_replay", "truncated", "corrupt", "other_script", "other_env", "bad_flag", "disk_full", "disk_full_tmpfs",
           "ctrl_c_make", "ctrl_c_compile", "ctrl_c_save"]  # fmt: skip
 
 

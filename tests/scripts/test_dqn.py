@@ -102,14 +102,22 @@ def test_save_replay_resumes_with_the_buffer(tmp_path):
     assert f"replay buffer: restored from {run_dir / 'replay_buffer.pt'}" in proc.stdout
     # The rings went on from 300 steps per env (an empty buffer would count 200).
     assert torch.load(run_dir / "replay_buffer.pt", weights_only=True)["state"]["count"].tolist() == [500, 500]
-    # A buffer file from another step than the checkpoint's is left alone; one of another layout is one line.
+    # A buffer file from before the checkpoint's step is left alone; one of another layout is one line.
     stale = torch.load(run_dir / "replay_buffer.pt", weights_only=True)
     stale["global_step"] = 800
     torch.save(stale, run_dir / "replay_buffer.pt")
     proc = run("dqn.py", "--resume", str(run_dir), "--total-timesteps", "1100", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "is from step 800, the checkpoint from step 1000: replay_buffer.pt starts empty" in proc.stdout
-    proc = run("dqn.py", "--resume", str(run_dir), "--total-timesteps", "1200", "--buffer-size", "400", cwd=tmp_path)
+    assert "is from step 800, older than the checkpoint (step 1000): replay_buffer.pt starts empty" in proc.stdout
+    # One from after the checkpoint (the process ended between the two writes) holds real transitions: used.
+    newer = torch.load(run_dir / "replay_buffer.pt", weights_only=True)
+    newer["global_step"] = 1150
+    torch.save(newer, run_dir / "replay_buffer.pt")
+    proc = run("dqn.py", "--resume", str(run_dir), "--total-timesteps", "1200", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "is from step 1,150, the checkpoint from step 1,100 (the run stopped between the two writes)" in proc.stdout
+    assert f"replay buffer: restored from {run_dir / 'replay_buffer.pt'}" in proc.stdout
+    proc = run("dqn.py", "--resume", str(run_dir), "--total-timesteps", "1300", "--buffer-size", "400", cwd=tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert proc.stderr.startswith(f"error: {run_dir / 'replay_buffer.pt'}: a replay buffer of")
     assert "(move the file away to resume without it)" in proc.stderr and "Traceback" not in proc.stderr
