@@ -12,6 +12,8 @@ One ``torch.save``d dict, loadable with ``weights_only=True``::
     optimizers   {"optimizer": state_dict, ...}
     normalizers  {"obs": ObsNormalizer.state_dict(), ...} ({} when none)
     rng          torch (CPU + every CUDA device), numpy legacy global, python ``random``
+    crc32        CRC-32 of all of the above (``checksum``), checked when loaded: torch's loader reads bytes
+                 changed inside a tensor's data without complaint
 
 Writes are atomic (temp file in the same folder + ``os.replace``): a crash or Ctrl-C while
 saving leaves the previous checkpoint intact; the file gets the permissions of any new file
@@ -28,6 +30,7 @@ import os
 import random
 import tempfile
 import time
+import zlib
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Protocol, Union
 
@@ -100,9 +103,43 @@ def make_checkpoint(
     }
 
 
+def checksum(state: Any) -> int:
+    """CRC-32 of everything in ``state`` (nested dicts, lists and tuples of tensors and plain values, in order):
+    ``save_checkpoint`` stores it as ``crc32`` and ``verify`` checks it, since torch's loader reads bytes changed
+    inside a tensor's data without complaint."""
+    crc = 0
+    todo = [state]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, Mapping):
+            for key in item:
+                crc = zlib.crc32(repr(key).encode(), crc)
+            todo += reversed(list(item.values()))
+        elif isinstance(item, (list, tuple)):
+            todo += reversed(item)
+        elif isinstance(item, torch.Tensor):
+            data = item.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy()
+            crc = zlib.crc32(data, zlib.crc32(f"{item.dtype}{tuple(item.shape)}".encode(), crc))
+        else:
+            crc = zlib.crc32(repr(item).encode(), crc)
+    return crc
+
+
+def verify(state: Mapping[str, Any], path: PathLike) -> None:
+    """ValueError naming ``path`` if ``state`` (as loaded) does not match the ``crc32`` it was saved with (files
+    written before checksums carry none: nothing to check)."""
+    if "crc32" not in state:
+        return
+    rest = {k: v for k, v in state.items() if k != "crc32"}
+    if checksum(rest) != state["crc32"]:
+        raise ValueError(f"{path} is corrupt: its contents do not match the checksum it was saved with")
+
+
 def save_checkpoint(path: PathLike, checkpoint: Mapping[str, Any]) -> Path:
-    """Writes ``checkpoint`` to ``path`` atomically; returns the path."""
+    """Writes ``checkpoint`` (with its ``crc32``) to ``path`` atomically; returns the path."""
     path = Path(path)
+    checkpoint = {**{k: v for k, v in checkpoint.items() if k != "crc32"}}
+    checkpoint["crc32"] = checksum(checkpoint)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -185,6 +222,7 @@ def load_checkpoint(path: PathLike, map_location: Union[str, torch.device, None]
                          f"({type(e).__name__}: {first})") from e  # fmt: skip
     if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
         raise ValueError(f"{path} is not an rlfast checkpoint of format {FORMAT}")
+    verify(ckpt, path)
     return ckpt
 
 

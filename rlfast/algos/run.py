@@ -48,7 +48,8 @@ import torch
 
 import rlfast
 from rlfast.algos import distributed
-from rlfast.algos.checkpoint import CheckpointSchedule, CheckpointWriteError, make_checkpoint, restore, save_checkpoint
+from rlfast.algos.checkpoint import (CheckpointSchedule, CheckpointWriteError, make_checkpoint, restore,
+                                     save_checkpoint, verify)  # fmt: skip
 from rlfast.algos.config import parse_or_resume
 from rlfast.algos.distributed import World
 from rlfast.algos.nets import FrameNet, denormals_flushed, flush_denormals, native_bf16
@@ -249,10 +250,11 @@ class Run:
             return None
         try:
             state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+            verify(state, path)
         except Exception as e:  # truncated or corrupt (torch names each kind differently)
             self.abandon()
-            raise usage_error(f"{path} is not readable ({type(e).__name__}); move it away to resume without it, "
-                              f"{name} then starts empty") from None  # fmt: skip
+            raise usage_error(f"{path} is not readable ({type(e).__name__}: {str(e)[:120]}); move it away to resume "
+                              f"without it, {name} then starts empty") from None  # fmt: skip
         saved = state.get("global_step") if isinstance(state, dict) else None
         if not isinstance(saved, int) or saved < self.global_step:
             print(f"note: {path} is from step {saved}, older than the checkpoint (step {self.global_step}): {name} "

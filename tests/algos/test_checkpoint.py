@@ -9,6 +9,7 @@ the update-level check below shows nothing else in the trainer's state is lost.
 import importlib.util
 import random
 import shutil
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -104,6 +105,23 @@ def test_a_write_that_fails_names_the_file_and_keeps_the_previous_one(tmp_path):
     assert out.stdout.strip() == f"could not write {path}: File too large 27", out.stderr
     assert load_checkpoint(path)["global_step"] == 1
     assert [p.name for p in tmp_path.iterdir()] == ["ckpt.pt"]
+
+
+def test_a_byte_changed_inside_a_tensor_is_found_by_the_checksum(tmp_path):
+    path = tmp_path / "ckpt.pt"
+    model = torch.nn.Linear(100, 10)
+    with torch.no_grad():
+        model.weight.fill_(7.0)
+    save_checkpoint(path, make_checkpoint(script="x.py", env_id="e", args={}, global_step=1, iteration=1,
+                                          models={"m": model}))  # fmt: skip
+    assert load_checkpoint(path)["models"]["m"]["weight"].eq(7.0).all()
+    data = bytearray(path.read_bytes())
+    at = data.index(struct.pack("<f", 7.0) * 8)  # inside the weight's stored values
+    data[at + 1] ^= 0x40
+    path.write_bytes(data)
+    assert torch.load(path, weights_only=True)["models"]["m"]["weight"].ne(7.0).any()  # torch reads it silently
+    with pytest.raises(ValueError, match="ckpt.pt is corrupt: its contents do not match the checksum"):
+        load_checkpoint(path)
 
 
 def test_load_rejects_other_files(tmp_path):

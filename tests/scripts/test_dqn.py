@@ -12,7 +12,7 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from rlfast.algos.checkpoint import load_checkpoint
+from rlfast.algos.checkpoint import load_checkpoint, save_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"
@@ -105,14 +105,14 @@ def test_save_replay_resumes_with_the_buffer(tmp_path):
     # A buffer file from before the checkpoint's step is left alone; one of another layout is one line.
     stale = torch.load(run_dir / "replay_buffer.pt", weights_only=True)
     stale["global_step"] = 800
-    torch.save(stale, run_dir / "replay_buffer.pt")
+    save_checkpoint(run_dir / "replay_buffer.pt", stale)  # its checksum made anew
     proc = run("dqn.py", "--resume", str(run_dir), "--total-timesteps", "1100", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "is from step 800, older than the checkpoint (step 1000): replay_buffer.pt starts empty" in proc.stdout
     # One from after the checkpoint (the process ended between the two writes) holds real transitions: used.
     newer = torch.load(run_dir / "replay_buffer.pt", weights_only=True)
     newer["global_step"] = 1150
-    torch.save(newer, run_dir / "replay_buffer.pt")
+    save_checkpoint(run_dir / "replay_buffer.pt", newer)
     proc = run("dqn.py", "--resume", str(run_dir), "--total-timesteps", "1200", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "is from step 1,150, the checkpoint from step 1,100 (the run stopped between the two writes)" in proc.stdout
