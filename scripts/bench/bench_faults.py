@@ -48,7 +48,8 @@ from rlfast.algos.checkpoint import checksum, save_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ["--env-id", "CartPole-v1", "--num-envs", "4", "--num-steps", "128", "--torch-threads", "1"]
-DQN = ["--env-id", "CartPole-v1", "--num-envs", "4", "--learning-starts", "1000", "--torch-threads", "1", "--save-replay"]
+DQN = ["--env-id", "CartPole-v1", "--num-envs", "4", "--learning-starts", "1000", "--torch-threads", "1",
+       "--save-replay"]  # fmt: skip
 SLOW_ENV = ("import gymnasium as gym, time\n"
             "class SlowBuild(gym.Wrapper):\n"
             "    def __init__(self):\n"
@@ -154,7 +155,8 @@ def sigkill(folder: Path, rng: random.Random, script: str = "ppo.py") -> Outcome
     if script != "ppo.py":  # its replay buffer comes back too (saved before each checkpoint.pt, same step or later)
         resumed = resumed and f"replay buffer: restored from {run / 'replay_buffer.pt'}" in out
     ok = resumed and lost <= 60 * save_minutes + iteration and (problem := readable(run)) is None
-    what = f"killed {delay:.1f} s after the first checkpoint; resumed from step {step:,}" + ("" if resumed else f" FAILED: {out[-400:]}")
+    what = f"killed {delay:.1f} s after the first checkpoint; resumed from step {step:,}"
+    what += "" if resumed else f" FAILED: {out[-400:]}"
     return Outcome(ok, what + (f"; {problem}" if problem else ""), lost)
 
 
@@ -191,8 +193,8 @@ def broken_checkpoint(kind: str) -> Callable[[Path, random.Random], Outcome]:
         code, out = finished(trainer(folder, "--resume", str(bad), "--total-timesteps", "4096", *flags))
         if kind == "corrupt" and code == 0:  # fine only if no byte that is read changed (zip padding, say)
             same = checksum(torch.load(bad, weights_only=True)) == checksum(torch.load(source, weights_only=True))
-            return Outcome(same and "Traceback" not in out, "it loaded: " + ("the bytes changed were not read"
-                                                                          if same else "CHANGED DATA READ"))  # fmt: skip
+            what = "it loaded: " + ("the bytes changed were not read" if same else "CHANGED DATA READ")
+            return Outcome(same and "Traceback" not in out, what)
         return one_error_line(code, out, must)
 
     return inject
