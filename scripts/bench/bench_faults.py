@@ -297,7 +297,86 @@ def watch(folder: Path, proc: subprocess.Popen, when: str, rng: random.Random) -
     return None
 
 
+def worker(kind: str) -> Callable[[Path, random.Random], Outcome]:
+    """A pool of 16 gymnasium CartPole-v1 envs in 2 worker processes, async batches of 4 (``step_timeout`` 2 s):
+    after a random number of rounds a worker is SIGKILLed, SIGSEGVed or SIGSTOPped (hung). One EnvError must come,
+    naming that worker's pid, within 10 s; then in 200 more rounds every env gives results."""
+
+    def inject(folder: Path, rng: random.Random) -> Outcome:
+        import numpy as np
+
+        import rlfast
+
+        sig = {"sigkill": signal.SIGKILL, "sigsegv": signal.SIGSEGV, "hang": signal.SIGSTOP}[kind]
+        errors, lost, seen = [], 0, np.zeros(16, int)
+
+        def one_round(pool, count: bool) -> None:
+            nonlocal lost
+            try:
+                *_, info = pool.recv()
+                ids = info["env_id"].numpy().copy()
+                seen[ids] += count
+            except rlfast.EnvError as err:
+                errors.append((str(err), time.monotonic() - start))
+                ids = err.env_ids.numpy().copy()
+                lost += len(ids)
+            if len(ids):
+                pool.send(np.zeros(len(ids), np.int64), ids)
+
+        with rlfast.make("gymnasium:CartPole-v1", 16, batch_size=4, num_threads=2, step_timeout=2.0) as pool:
+            pool.async_reset()
+            rounds = rng.randrange(50, 2000)
+            for _ in range(rounds):
+                one_round(pool, False)
+            victim = pool._procs[rng.randrange(2)][0].pid
+            os.kill(victim, sig)
+            start = time.monotonic()
+            while not errors and time.monotonic() - start < 10:
+                one_round(pool, False)
+            for _ in range(200):
+                one_round(pool, True)
+        ok = len(errors) == 1 and f"(pid {victim})" in errors[0][0] and (seen > 0).all()
+        what = f"after {rounds} rounds: {len(errors)} EnvError" + (f" in {errors[0][1]:.2f} s" if errors else "")
+        if lost:
+            what += f"; {lost} env steps in flight lost (those envs start over)"
+        if not ok:
+            what += f"; results per env after it: {seen.tolist()}; {[e for e, _ in errors]}"
+        return Outcome(ok, what)
+
+    return inject
+
+
+def cpp_env_raises(folder: Path, rng: random.Random) -> Outcome:
+    """Dummy-v0 (C++ threads), 32 envs in async batches of 8: 2,000 rounds, each action 7 (which throws) with
+    probability 1%. Every throw must be one EnvError naming its env, and every env must still step at the end."""
+    import numpy as np
+
+    import rlfast
+
+    with rlfast.make("Dummy-v0", 32, batch_size=8, num_threads=2, throw_on_action=7) as pool:
+        pool.async_reset()
+        thrown, errors, last = 0, 0, np.zeros(32, int)
+        for r in range(2000):
+            try:
+                *_, info = pool.recv()
+                ids = info["env_id"].numpy().copy()
+                last[ids] = r
+            except rlfast.EnvError as err:
+                errors += str(err).count("was told to fail on action 7")
+                ids = err.env_ids.numpy().copy()
+            actions = np.array([7 if rng.random() < 0.01 else 0 for _ in ids])
+            thrown += int((actions == 7).sum())
+            pool.send(actions, ids)
+        pending = thrown - errors  # throws sent in the last rounds whose batches were not received
+        ok = 0 <= pending <= 32 and (last > 1900).all()
+        return Outcome(ok, f"{thrown} throws, {errors} named in EnvErrors ({pending} still in flight at the end)")
+
+
 FAULTS: dict[str, Callable[[Path, random.Random], Outcome]] = {
+    "worker_sigkill": worker("sigkill"),
+    "worker_sigsegv": worker("sigsegv"),
+    "worker_hang": worker("hang"),
+    "cpp_env_raises": cpp_env_raises,
     "sigkill": sigkill,
     "sigkill_dqn_replay": lambda folder, rng: sigkill(folder, rng, "dqn.py"),
     **{kind: broken_checkpoint(kind) for kind in ("truncated", "corrupt", "other_script", "other_env", "bad_flag")},

@@ -235,3 +235,28 @@ def test_an_exception_in_step_is_still_an_env_error_with_its_traceback():
             pool.step(np.array([0, 4, 0, 0]))
         obs, *_ = pool.step(np.zeros(4, np.int64))  # the batch was consumed; env 1 reset
         assert torch.equal(obs[:, 1], torch.tensor([2.0, 0.0, 2.0, 2.0], dtype=torch.float64))
+
+
+def test_a_stopped_worker_that_takes_no_requests_is_caught_by_the_step_timeout():
+    """SIGSTOP: the worker is not busy with any step, it just never answers; the timeout still finds it."""
+    with faulty_pool(4, num_workers=2, batch_size=2, step_timeout=0.5) as pool:
+        pool.async_reset()
+        drive(pool, 10)
+        victim = pool._procs[0][0].pid
+        os.kill(victim, signal.SIGSTOP)
+        start, errors = time.monotonic(), []
+        while not errors and time.monotonic() - start < 20:
+            seen, errors = drive(pool, 50)
+        assert len(errors) == 1 and f"(pid {victim})" in str(errors[0]), [str(e) for e in errors]
+        assert "for more than the step timeout (0.5" in str(errors[0]) and "(SIGKILL)" in str(errors[0])
+        seen, errors = drive(pool, 100)
+        assert not errors and (np.array(list(seen.values())) > 0).all(), seen
+
+
+def test_an_idle_worker_is_not_taken_for_hung_when_sent_to_after_a_long_pause():
+    with faulty_pool(4, num_workers=2, step_timeout=0.3) as pool:
+        pool.reset()
+        pool.step(np.zeros(4, np.int64))
+        time.sleep(1.0)  # no recv, so no look at the workers, for longer than the timeout
+        for _ in range(20):
+            pool.step(np.zeros(4, np.int64))  # no EnvError

@@ -1,11 +1,12 @@
-"""scripts/bench/bench_faults.py: each trainer fault injected once, as promised (the benchmark injects each five
-times at random moments and prints the table)."""
+"""scripts/bench/bench_faults.py: each fault injected once, as promised (the benchmark injects each five times at
+random moments and prints the table)."""
 
 import random
 
 import pytest
 
-FAULTS = ["sigkill", "sigkill_dqn_replay", "truncated", "corrupt", "other_script", "other_env", "bad_flag", "disk_full", "disk_full_tmpfs",
+FAULTS = ["worker_sigkill", "worker_sigsegv", "worker_hang", "cpp_env_raises", "sigkill", "sigkill_dqn_replay",
+          "truncated", "corrupt", "other_script", "other_env", "bad_flag", "disk_full", "disk_full_tmpfs",
           "ctrl_c_make", "ctrl_c_compile", "ctrl_c_save"]  # fmt: skip
 
 

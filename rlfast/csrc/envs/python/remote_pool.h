@@ -50,6 +50,9 @@ class RemotePool : public core::Pool {
     down_.assign(l.num_workers, 0);
     restarts_.assign(l.num_workers, 0);
     last_answers_.assign(l.num_workers, -1);
+    progress_answers_.assign(l.num_workers, 0);
+    progress_requests_.assign(l.num_workers, 0);
+    progress_at_.assign(l.num_workers, std::chrono::steady_clock::now());
     if (l.num_envs != config_.num_envs || static_cast<std::size_t>(l.obs_bytes) != fields_[0].NumBytes()) {
       throw std::invalid_argument("the shared layout does not match the pool");
     }
@@ -119,8 +122,9 @@ class RemotePool : public core::Pool {
   }
 
  public:
-  /// A step (or reset) that runs longer than `seconds` gets its worker killed and reported
-  /// like a death (0: no limit, the default). Any thread, before or between recv calls.
+  /// A worker that owes answers and gives none for longer than `seconds` (a step or reset
+  /// that runs that long, or a worker that takes no requests) is killed and reported like a
+  /// death (0: no limit, the default). Any thread, before or between recv calls.
   void SetStepTimeout(double seconds) {
     step_timeout_ns_.store(seconds > 0 ? static_cast<int64_t>(seconds * 1e9) : 0);
   }
@@ -138,6 +142,8 @@ class RemotePool : public core::Pool {
       pending_seed_[e] = AsSeed(SeedFor(e) + static_cast<uint64_t>(generation) * config_.num_envs);
     }
     last_answers_[w] = -1;
+    progress_answers_[w] = -1;
+    progress_at_[w] = std::chrono::steady_clock::now();
     down_[w] = 0;
   }
 
@@ -188,12 +194,21 @@ class RemotePool : public core::Pool {
       last_answers_[w] = answers;
       if (!all && !stalled) continue;
       std::string how = channel_->WorkerExit(w);
-      if (how.empty() && timeout > 0) {
-        const auto [env, ns] = channel_->WorkerBusy(w);
-        if (env >= 0 && ns > timeout) {
+      if (how.empty() && timeout > 0 && all) {
+        // Hung: it owes answers and gave none for longer than the timeout (stuck in a step, or
+        // not taking its requests at all: stopped, deadlocked).
+        // (New requests restart the clock too: an idle worker's last look may be long ago.)
+        if (answers == requests || answers != progress_answers_[w] || requests != progress_requests_[w]) {
+          progress_answers_[w] = answers;
+          progress_requests_[w] = requests;
+          progress_at_[w] = now;
+        } else if (now - progress_at_[w] > std::chrono::nanoseconds(timeout)) {
+          const auto [env, ns] = channel_->WorkerBusy(w);
           channel_->KillWorker(w);
-          how = "ran env " + std::to_string(env) + "'s step for more than the step timeout (" +
-                std::to_string(timeout / 1e9).substr(0, 6) + " s) and was killed (SIGKILL)";
+          const std::string limit = " for more than the step timeout (" + std::to_string(timeout / 1e9).substr(0, 6) +
+                                    " s) and was killed (SIGKILL)";
+          how = env >= 0 ? "ran env " + std::to_string(env) + "'s step" + limit
+                         : "answered none of its envs' requests" + limit;
         }
       }
       if (!how.empty()) LoseWorker(w, how);
@@ -272,6 +287,9 @@ class RemotePool : public core::Pool {
   std::vector<int> restarts_;     ///< per worker: how often it was restarted
   std::vector<int64_t> last_answers_;  ///< per worker: its answers at the last look
   std::vector<int> exited_;            ///< PollExited's answer
+  std::vector<int64_t> progress_answers_;   ///< per worker: its answers and requests when either last
+  std::vector<int64_t> progress_requests_;  ///< moved (the step timeout's clock)
+  std::vector<std::chrono::steady_clock::time_point> progress_at_;  ///< and when that was
   std::atomic<int64_t> step_timeout_ns_{0};
 };
 
