@@ -315,6 +315,11 @@ def report(args: Args, out: Path) -> dict:
     """Reads every seed's run, writes curves.json, table.md and curves.png, prints the table."""
     label = args.label or f"{args.script}" + (f" --config {args.config}" if args.config else " (defaults)")
     runs = {}
+    missing = [seed for seed in args.seeds if run_dir(out, args.env_id, seed) is None]
+    if args.report_only and missing and (out / "curves.json").exists():
+        raise SystemExit(f"error: {out / 'runs'} holds no run of seed(s) {missing}: the committed curves.json and "
+                         "table.md are their record (run dirs stay out of the repository); without --report-only "
+                         "this command trains them anew")  # fmt: skip
     for seed in args.seeds:
         path = run_dir(out, args.env_id, seed)
         if path is not None and list(path.glob("events.out.tfevents.*")):

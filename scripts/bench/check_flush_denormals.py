@@ -8,10 +8,11 @@ random frames from one seed) run twice: denormals kept and flushed. One torch th
 on this thread, whose mode the script sets. Printed per CNN path (float32, bf16): the weights that differ at
 the end and by how much, the denormal moments each run ended with, and the seconds each took.
 
-    python3 scripts/bench/check_flush_denormals.py \
-        results/pong_dqn_fp32q/runs/Pong-v5__dqn_pong__2__1795667595/checkpoint.pt
-    python3 scripts/bench/check_flush_denormals.py \
-        results/pong_5min/runs/Pong-v5__ppo_atari__1__1795638280/checkpoint.pt
+    python3 scripts/bench/check_flush_denormals.py runs/<a dqn_atari.py run>/checkpoint.pt
+    python3 scripts/bench/check_flush_denormals.py runs/<a ppo_atari.py run>/checkpoint.pt
+
+(The README's figures came from the run dirs of "Atari: Pong-v5 with DQN" and "with PPO": checkpoints with
+optimizer state, which stay out of the repository; their training commands make them.)
 """
 
 import copy
