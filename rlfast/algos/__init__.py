@@ -1,6 +1,7 @@
 """What the trainers in ``scripts/`` share: the run layer and pure, testable pieces.
 
 runargs        RunArgs: the flags every trainer has, and the checks that stop a bad run before it starts
+signals        Ctrl-C and SIGTERM as KeyboardInterrupt between catch() and restore(), for the checkpoint-and-exit
 run            the run layer: Run (seeding, device, pools, run dir, tensorboard, checkpoints, --resume, Ctrl-C
                via signals.Interrupts, profile table)
 flags          flag dataclasses with declared ranges (Flags, bounded), checked once by validate()
@@ -10,11 +11,14 @@ runlog         run dir name, tensorboard scalars, episode stats, SPS and the pro
 profiling      SectionTimer: env / inference / train / other per iteration and a summary table
 ppo            PPOArgs, Rollout storage, the clipped PPO loss, learning-rate schedules (the update: in each script)
 appo           APPOArgs, the APPO loss (V-trace targets, PPO's clip); the update: in scripts/appo.py
+vtrace         V-trace targets and advantages (Espeholt et al. 2018), pure tensor ops
 sampler        APPO's sampling side: the sampler thread, trajectories, published weights
+distributed    torchrun data parallelism: the world, env shards, all-reduce of gradients, checks in sync
 dqn            DQNArgs, the epsilon schedule, device-side epsilon-greedy, the TD loss (Double DQN), ReplayRatio
 replay         replay buffer on the training device: each observation stored once, stacks rebuilt when sampled
 gae            generalized advantage estimation (CleanRL's done convention, next-step autoreset)
-nets           CleanRL's orthogonal layer init and tanh MLP
+nets           the networks: CleanRL's orthogonal init, tanh MLP, Nature CNN (FrameNet: channels-last, bf16, rounded
+               bf16), recurrent agent; denormal flushing
 distributions  categorical sampling / log-prob / entropy as plain tensor ops
 continuous     diagonal Gaussian policy; CleanRL's MuJoCo observation/reward wrappers on the device
 normalize      RunningMeanStd, observation normalizer, reward scaler (gymnasium semantics, any device)

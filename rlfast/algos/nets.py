@@ -72,7 +72,15 @@ def _count_in_place_steps(optimizer: torch.optim.Optimizer, args: tuple, kwargs:
     torch.autograd.graph.increment_version([p for group in optimizer.param_groups for p in group["params"]])
 
 
-register_optimizer_step_post_hook(_count_in_place_steps)
+_hook: Optional[object] = None
+"""the optimizer step hook, registered by the first FrameNet that runs in bf16 (no other run needs it)"""
+
+
+def _count_steps_for_bf16() -> None:
+    """Registers ``_count_in_place_steps`` once per process, when a FrameNet first runs in bf16."""
+    global _hook
+    if _hook is None:
+        _hook = register_optimizer_step_post_hook(_count_in_place_steps)
 
 
 class RoundToBF16(torch.autograd.Function):
@@ -144,6 +152,8 @@ class FrameNet(nn.Sequential):
                              not isinstance(m, (nn.Conv2d, nn.Linear))]):  # fmt: skip
             raise ValueError(f"FrameNet's bf16 path runs Conv2d and Linear layers only, not {odd}")
         self.channels_last, self.bf16, self.round_bf16 = channels_last, bf16, bf16 and round_bf16
+        if bf16:
+            _count_steps_for_bf16()
         self._cast = ((), [])
         self.to(memory_format=torch.channels_last if channels_last else torch.contiguous_format)
         return self

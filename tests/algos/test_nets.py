@@ -3,6 +3,8 @@ keys and dtypes."""
 
 import copy
 import importlib.util
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -317,3 +319,20 @@ def test_rounded_bf16_computes_the_autocasts_numbers(channels_last):
         assert (grads[k] - ref_grads[k]).norm() <= 0.015 * ref_grads[k].norm(), k
         if k.startswith("network.") and k != "network.0.weight":  # the kernels' gradients, but for the 1 / 255
             assert torch.equal(grads[k].to(torch.bfloat16).float(), grads[k]), k
+
+
+def test_the_bf16_optimizer_hook_is_registered_only_once_bf16_is_on():
+    """nets.py counts fused optimizer steps for FrameNet's bf16 weight cache: a process-wide hook that a run
+    without bf16 must not get (a fresh interpreter, so no other test has turned bf16 on before)."""
+    code = (
+        "import torch\n"
+        "from torch.optim import optimizer as o\n"
+        "from rlfast.algos import nets\n"
+        "before = len(o._global_optimizer_post_hooks)\n"
+        "net = nets.set_speed(nets.NatureCNNAgent(4, 6))\n"
+        "plain = len(o._global_optimizer_post_hooks)\n"
+        "nets.set_speed(net, bf16=True); nets.set_speed(nets.NatureCNNAgent(4, 6), bf16=True)\n"
+        "print(before, plain, len(o._global_optimizer_post_hooks))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["0", "0", "1"], out.stderr
