@@ -48,7 +48,7 @@ from rlfast.algos.episodes import Episodes
 from rlfast.algos.nets import MLPAgent, NatureCNNAgent, RecurrentNatureCNNAgent, set_speed
 from rlfast.algos.ppo import LOSS_NAMES, PPOLoss, adapt_lr
 from rlfast.algos.run import Run, launch
-from rlfast.algos.runargs import RunArgs, usage_error, vector_obs_size
+from rlfast.algos.runargs import CNNArgs, RunArgs, usage_error, vector_obs_size
 from rlfast.algos.sampler import Sampler, Trajectories, Weights
 
 SCRIPT = "appo.py"
@@ -59,7 +59,7 @@ ATARI_EVAL_ENV_KWARGS = {"episodic_life": False, "reward_clip": False}
 
 
 @dataclass
-class Args(APPOArgs, RunArgs):
+class Args(APPOArgs, CNNArgs, RunArgs):
     """APPOArgs' defaults (rlfast/algos/appo.py) on Pong-v5."""
 
     exp_name: str = "appo"

@@ -39,7 +39,7 @@ from rlfast.algos.episodes import Episodes, game_starts
 from rlfast.algos.nets import FrameNet, set_speed
 from rlfast.algos.replay import ReplayBuffer
 from rlfast.algos.run import Run, launch
-from rlfast.algos.runargs import OWN_FAMILIES, RunArgs, check_frames, usage_error
+from rlfast.algos.runargs import OWN_FAMILIES, CNNArgs, RunArgs, check_frames, usage_error
 
 SCRIPT = "dqn_atari.py"
 STACK = 4
@@ -53,7 +53,7 @@ EVAL_EPSILON = 0.01
 
 
 @dataclass
-class Args(DQNArgs, RunArgs):
+class Args(DQNArgs, CNNArgs, RunArgs):
     """CleanRL's dqn_atari.py: DQNArgs' defaults (rlfast/algos/dqn.py) but for these."""
 
     exp_name: str = "dqn_atari"

@@ -68,14 +68,17 @@ def minibatch_loss(agent: Agent, args: Args, mb: dict[str, torch.Tensor]) -> PPO
 
 
 def update(agent: Agent, optimizer: torch.optim.Optimizer, loss_fn: Callable[..., PPOLoss], rollout: Rollout,
-           next_obs: torch.Tensor, next_done: torch.Tensor, args: Args, world: World = World()) -> dict[str, float]:
-    """One iteration's update, CleanRL's: GAE advantages, then ``update_epochs`` passes of shuffled minibatches.
-    ``loss_fn`` is ``minibatch_loss`` (maybe compiled). Under torchrun a minibatch is global: ``world`` gives
-    this rank's rows of it and their share, and sums the gradients (rlfast/algos/distributed.py)."""
+           next_obs: torch.Tensor, next_done: torch.Tensor, next_terminated: torch.Tensor, args: Args,
+           world: World = World()) -> dict[str, float]:  # fmt: skip
+    """One iteration's update, CleanRL's: GAE advantages (with ``--bootstrap-truncated``, GAE tells terminations,
+    ``rollout.terminations`` and ``next_terminated``, from time limits), then ``update_epochs`` passes of shuffled
+    minibatches. ``loss_fn`` is ``minibatch_loss`` (maybe compiled). Under torchrun a minibatch is global: ``world``
+    gives this rank's rows of it and their share, and sums the gradients (rlfast/algos/distributed.py)."""
+    bootstrap = (rollout.terminations, next_terminated) if args.bootstrap_truncated else ()
     with torch.no_grad():
         next_value = agent.get_value(next_obs)
         advantages, returns = gae(rollout.rewards, rollout.values, rollout.dones, next_value, next_done, args.gamma,
-                                  args.gae_lambda)  # fmt: skip
+                                  args.gae_lambda, *bootstrap)  # fmt: skip
     batch = rollout.batch(advantages, returns)
     rows = advantages.numel() * world.world_size
     size = rows // args.num_minibatches
@@ -126,6 +129,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     episodes = Episodes(B, atari=False, rows=T)  # on the host, where the pool writes them
     next_obs = torch.zeros((B, *obs_shape), device=device)
     next_done = torch.zeros(B, device=device)
+    next_terminated = torch.zeros(B, device=device)  # the part of next_done that is not a time limit
     view, _ = envs.reset()
     next_obs.copy_(view)
 
@@ -135,7 +139,8 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
             for step in range(T):
                 with timer("inference"), torch.no_grad():
                     action, logprob, _, value = policy(next_obs, None, run.action_noise(num_actions))
-                    rollout.store(step, obs=next_obs, dones=next_done, actions=action, logprobs=logprob, values=value)
+                    rollout.store(step, obs=next_obs, dones=next_done, terminations=next_terminated, actions=action,
+                                  logprobs=logprob, values=value)  # fmt: skip
                 with timer("env"):
                     o, r, terminated, truncated, info = envs.step(action)
                     # o, r, info are views into the pool's ring, valid until the second step after this
@@ -144,9 +149,11 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
                     rollout.store(step, rewards=r)
                     ended = episodes.record(step, terminated, truncated, info)
                     next_done.copy_(ended, non_blocking=True)
+                    next_terminated.copy_(terminated, non_blocking=True)
 
             with timer("train"):
-                scalars = update(agent, optimizer, loss_fn, rollout, next_obs, next_done, args, run.world)
+                scalars = update(agent, optimizer, loss_fn, rollout, next_obs, next_done, next_terminated, args,
+                                 run.world)  # fmt: skip
             run.end_iteration(args.batch_size, scalars, episodes.table)
     return run.exit_code
 

@@ -54,7 +54,7 @@ from rlfast.algos.nets import NatureCNNAgent, RecurrentNatureCNNAgent, set_speed
 from rlfast.algos.ppo import (LOSS_NAMES, PPOArgs, PPOLoss, Rollout, adapt_lr, anneal_lr, explained_variance,
                               normalize_advantages, ppo_loss, sequence_rows)  # fmt: skip
 from rlfast.algos.run import Run, launch
-from rlfast.algos.runargs import OWN_FAMILIES, RunArgs, check_frames, usage_error
+from rlfast.algos.runargs import OWN_FAMILIES, CNNArgs, RunArgs, check_frames, usage_error
 
 SCRIPT = "ppo_atari.py"
 STACK = 4
@@ -66,7 +66,7 @@ EVAL_ENV_KWARGS = {"episodic_life": False, "reward_clip": False}
 
 
 @dataclass
-class Args(PPOArgs, RunArgs):
+class Args(PPOArgs, CNNArgs, RunArgs):
     """CleanRL's ppo_atari_envpool.py: PPOArgs' defaults (rlfast/algos/ppo.py) but for these."""
 
     exp_name: str = "ppo_atari"
@@ -159,8 +159,8 @@ def minibatch_loss(agent: nn.Module, args: Args, mb: dict[str, torch.Tensor]) ->
 
 
 def update(agent: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable[..., PPOLoss], rollout: Rollout,
-           next_obs: torch.Tensor, next_done: torch.Tensor, args: Args, world: World = World(),
-           memory: Optional[dict[str, torch.Tensor]] = None) -> dict[str, float]:  # fmt: skip
+           next_obs: torch.Tensor, next_done: torch.Tensor, next_terminated: torch.Tensor, args: Args,
+           world: World = World(), memory: Optional[dict[str, torch.Tensor]] = None) -> dict[str, float]:  # fmt: skip
     """One iteration's update, CleanRL's: GAE advantages, then ``update_epochs`` passes of shuffled minibatches.
     ``loss_fn`` is ``minibatch_loss`` (maybe compiled). Under torchrun a minibatch is global: ``world`` gives
     this rank's rows of it and their share, and sums the gradients (rlfast/algos/distributed.py).
@@ -170,13 +170,14 @@ def update(agent: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable
     before it was done (``rollout.dones``). Minibatches are then shuffled envs, each with all T steps (CleanRL's
     ppo_atari_lstm), a rank taking its own envs of each."""
     T, B = rollout.rewards.shape
+    bootstrap = (rollout.terminations, next_terminated) if args.bootstrap_truncated else ()  # time limits: V(final)
     with torch.no_grad():
         if memory is None:
             next_value = agent.get_value(next_obs)
         else:
             next_value = agent.get_value(next_obs, memory["next_state"], rollout.dones[-1].bool())
         advantages, returns = gae(rollout.rewards, rollout.values, rollout.dones, next_value, next_done, args.gamma,
-                                  args.gae_lambda)  # fmt: skip
+                                  args.gae_lambda, *bootstrap)  # fmt: skip
     batch = rollout.batch(advantages, returns)
     if memory is not None:
         batch["starts"] = torch.cat((memory["first_start"][None], rollout.dones[:-1].bool())).reshape(-1)
@@ -240,6 +241,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     episodes = Episodes(B, atari=atari, rows=T)
     next_obs = torch.zeros((B, *obs_space.shape), dtype=torch.uint8, device=device)
     next_done = torch.zeros(B, dtype=torch.bool, device=device)
+    next_terminated = torch.zeros(B, dtype=torch.bool, device=device)  # the part of next_done that is no time limit
     for group in groups:
         frames, info = group.pool.reset()
         next_obs[group.envs] = group.stack.update(frames.to(device), group.ids, game_starts(info).to(device))
@@ -261,7 +263,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
                                                           noise[group.envs])  # fmt: skip
                 memory["next_state"][group.envs] = state
             rollout.store((step, group.envs), obs=x, dones=next_done[group.envs], actions=action, logprobs=logprob,
-                          values=value)  # fmt: skip
+                          values=value, terminations=next_terminated[group.envs])  # fmt: skip
         with timer("env"):
             group.pool.send(action)
 
@@ -274,6 +276,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
             rollout.store((step, group.envs), rewards=r)
             torch.logical_or(term.to(device, non_blocking=True), trunc.to(device, non_blocking=True),
                              out=next_done[group.envs])  # fmt: skip
+            next_terminated[group.envs] = term.to(device, non_blocking=True)
             new_game = game_starts(info)
             frames = o.to(device, non_blocking=True)
             next_obs[group.envs] = group.stack.update(frames, group.ids, new_game.to(device, non_blocking=True))
@@ -295,7 +298,8 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
                 receive(group, T - 1)
 
             with timer("train"):
-                scalars = update(agent, optimizer, loss_fn, rollout, next_obs, next_done, args, run.world, memory)
+                scalars = update(agent, optimizer, loss_fn, rollout, next_obs, next_done, next_terminated, args,
+                                 run.world, memory)  # fmt: skip
             if memory is not None:  # the next rollout's first obs follows this one's last
                 memory["first_start"].copy_(rollout.dones[-1])
             run.end_iteration(args.batch_size, scalars, episodes.table)

@@ -136,7 +136,7 @@ class Run:
                                    else "cuda" if cuda else "cpu")  # fmt: skip
         if cuda and self.world.distributed:
             torch.cuda.set_device(self.device)
-        if args.bf16 and not native_bf16(self.device) and self.world.is_main:
+        if getattr(args, "bf16", False) and not native_bf16(self.device) and self.world.is_main:
             print(f"note: --bf16 on {self.device.type}, which has no native bfloat16 (AVX512-BF16 / AMX): bfloat16's "
                   "numerics in float32 kernels (values rounded to bfloat16), no faster", flush=True)  # fmt: skip
         flush = flushes_denormals(args, self.device)
@@ -331,7 +331,7 @@ class Run:
         bf16 = "bf16 (rounded in float32)" if nets[0].round_bf16 else "bf16"
         picked = [name for name, on in (("channels-last", nets[0].channels_last), (bf16, nets[0].bf16)) if on]
         picked += ["denormals flushed"] if self.flush_denormals else []
-        auto = " (--auto-speed)" if self.args.auto_speed and self.device.type == "cpu" else ""
+        auto = " (--auto-speed)" if getattr(self.args, "auto_speed", False) and self.device.type == "cpu" else ""
         return f"  cnn: {' + '.join(picked) or 'float32 NCHW'}{auto}"
 
     def iterations(self) -> Iterator[int]:

@@ -22,8 +22,6 @@ class RunArgs(Flags):
     """The flags every trainer has. A script's ``Args`` extends this, composed with its algorithm's flags
     (e.g. ``Args(PPOArgs, RunArgs)``)."""
 
-    ADDED: ClassVar[dict[str, Any]] = {"auto_speed": False}
-    """runs checkpointed before --auto-speed existed resume as they ran"""
     exp_name: str = "run"
     """the name of this experiment (part of the run dir name)"""
     seed: int = bounded(1, low=0, high=2**32, high_open=True, high_text="2**32")
@@ -36,21 +34,6 @@ class RunArgs(Flags):
     """torch.compile the policy forward and the loss"""
     cudagraphs: bool = False
     """CUDA graphs for inference and the loss (torch.compile mode="reduce-overhead"; implies --compile; needs CUDA)"""
-    channels_last: bool = False
-    """Atari (Nature CNN) trainers: keep the CNN's weights and activations channels-last (NHWC), which oneDNN's
-    CPU convolutions run faster (nets.FrameNet)"""
-    bf16: bool = False
-    """Atari (Nature CNN) trainers: run the CNN under a bfloat16 autocast, its output and the losses float32
-    (fast on a CPU with AVX512-BF16 or AMX and on bf16 GPUs; elsewhere bfloat16's numerics at float32's speed:
-    float32 kernels on values rounded to bfloat16, nets.FrameNet.round_bf16; a note says so)"""
-    flush_denormals: bool = False
-    """treat float32 values below 1.2e-38 as 0 on the CPU (FTZ/DAZ, nets.flush_denormals): Adam's moments of
-    weights whose gradient stays 0 decay into that range, where each costs the CPU a microcode assist"""
-    auto_speed: bool = True
-    """Atari (Nature CNN) trainers on a CPU: also turn on what pays there and learns the same (README "Training
-    on a CPU"): --channels-last, --flush-denormals, and --bf16 where the CPU computes bfloat16 natively
-    (AVX512-BF16 / AMX). Turned off, only the options given apply (float32 NCHW without any: CleanRL's
-    numerics). No effect on CUDA"""
     config: Optional[str] = None
     """a TOML preset (configs/*.toml) whose keys are these fields; the command line overrides it"""
     resume: Optional[str] = None
@@ -87,6 +70,30 @@ class RunArgs(Flags):
         if not self.exp_name or "/" in self.exp_name or os.sep in self.exp_name:
             problems.append(f"--exp-name {self.exp_name!r} must be a non-empty name without '/'")
         return problems
+
+
+@dataclass
+class CNNArgs(Flags):
+    """The Nature CNN's speed flags, for the trainers that have one (``Args(PPOArgs, CNNArgs, RunArgs)``); the run
+    layer reads them (``speed_options``, ``flushes_denormals``) and trainers without them run float32 NCHW."""
+
+    ADDED: ClassVar[dict[str, Any]] = {"auto_speed": False}
+    """runs checkpointed before --auto-speed existed resume as they ran"""
+    channels_last: bool = False
+    """keep the CNN's weights and activations channels-last (NHWC), which oneDNN's
+    CPU convolutions run faster (nets.FrameNet)"""
+    bf16: bool = False
+    """run the CNN under a bfloat16 autocast, its output and the losses float32
+    (fast on a CPU with AVX512-BF16 or AMX and on bf16 GPUs; elsewhere bfloat16's numerics at float32's speed:
+    float32 kernels on values rounded to bfloat16, nets.FrameNet.round_bf16; a note says so)"""
+    flush_denormals: bool = False
+    """treat float32 values below 1.2e-38 as 0 on the CPU (FTZ/DAZ, nets.flush_denormals): Adam's moments of
+    weights whose gradient stays 0 decay into that range, where each costs the CPU a microcode assist"""
+    auto_speed: bool = True
+    """Atari (Nature CNN) trainers on a CPU: also turn on what pays there and learns the same (README "Training
+    on a CPU"): --channels-last, --flush-denormals, and --bf16 where the CPU computes bfloat16 natively
+    (AVX512-BF16 / AMX). Turned off, only the options given apply (float32 NCHW without any: CleanRL's
+    numerics). No effect on CUDA"""
 
 
 RUN_COMPLETE = "iterations asked for; raise --total-timesteps to continue it"
@@ -144,19 +151,23 @@ def run_problems(
     return problems
 
 
-def speed_options(args: RunArgs, device: torch.device) -> dict[str, bool]:
+def speed_options(args: Any, device: torch.device) -> dict[str, bool]:
     """The CNN speed options a run uses (``nets.set_speed``'s keywords): the flags given, and with
     ``--auto-speed`` on a CPU channels-last plus bfloat16 where the CPU has it natively (``native_bf16``);
     ``--bf16`` on a device without it runs bfloat16's numerics in float32 (``FrameNet.round_bf16``)."""
+    if not isinstance(args, CNNArgs):
+        return {"channels_last": False, "bf16": False, "round_bf16": False}
     auto = args.auto_speed and device.type == "cpu"
     native = native_bf16(device)
     bf16 = args.bf16 or (auto and native)
     return {"channels_last": args.channels_last or auto, "bf16": bf16, "round_bf16": bf16 and not native}
 
 
-def flushes_denormals(args: RunArgs, device: torch.device) -> bool:
+def flushes_denormals(args: Any, device: torch.device) -> bool:
     """Whether a run flushes denormals (``nets.flush_denormals``): ``--flush-denormals``, or ``--auto-speed``
     on a CPU for an Atari task (where a CNN trains; classic control and MuJoCo keep gymnasium's numerics)."""
+    if not isinstance(args, CNNArgs):
+        return False
     auto = args.auto_speed and device.type == "cpu" and rlfast.task_family(args.env_id) == "atari"
     return args.flush_denormals or auto
 

@@ -143,7 +143,8 @@ def test_resumed_update_is_bit_identical_to_uninterrupted(tmp_path):
     next_obs, next_done = torch.randn(args.num_envs, 4, generator=g), torch.zeros(args.num_envs)
 
     def update(agent, opt):
-        return ppo.update(agent, opt, ppo.minibatch_loss, rollout, next_obs, next_done, args)
+        return ppo.update(agent, opt, ppo.minibatch_loss, rollout, next_obs, next_done, torch.zeros_like(next_done),
+                          args)  # fmt: skip
 
     def fresh():
         torch.manual_seed(args.seed)

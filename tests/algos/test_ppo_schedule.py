@@ -56,7 +56,8 @@ def test_the_update_adapts_the_rate_once_per_epoch_from_the_epochs_mean_kl(load_
             stats = [torch.tensor(kl if name == "approx_kl" else 0.0) for name in LOSS_NAMES]
             return PPOLoss(loss, *stats)
 
-        scalars = ppo.update(agent, opt, loss_fn, rollout, torch.zeros(2, 3), torch.zeros(2), args)
+        scalars = ppo.update(agent, opt, loss_fn, rollout, torch.zeros(2, 3), torch.zeros(2), torch.zeros(2),
+                             args)  # fmt: skip
         assert scalars["losses/approx_kl"] == pytest.approx(kl)
         assert scalars["charts/learning_rate"] == opt.param_groups[0]["lr"]
         return opt.param_groups[0]["lr"]
@@ -76,7 +77,8 @@ def test_target_kl_stops_the_epochs_after_the_first_minibatch_above_it(load_scri
         calls.append(1)
         return PPOLoss(agent.get_value(mb["obs"]).pow(2).mean(), *[torch.tensor(1.0)] * len(LOSS_NAMES))
 
-    ppo.update(agent, torch.optim.Adam(agent.parameters()), loss_fn, rollout, torch.zeros(2, 3), torch.zeros(2), args)
+    ppo.update(agent, torch.optim.Adam(agent.parameters()), loss_fn, rollout, torch.zeros(2, 3), torch.zeros(2),
+               torch.zeros(2), args)  # fmt: skip
     assert len(calls) == 2  # the whole first epoch (2 minibatches), then the stop
 
 
@@ -89,3 +91,32 @@ def test_flags_are_checked():
     assert Args(kl_adaptive_lr=0.01, anneal_lr=False, lr_max=1e-5).validate() == [
         "--lr-max 1e-05 is below --learning-rate 0.00025"
     ]
+
+
+@pytest.mark.parametrize("script", ["ppo.py", "ppo_atari.py"])
+def test_bootstrap_truncated_changes_the_update_only_where_an_episode_was_truncated(load_script, script):
+    """--bootstrap-truncated (read by every PPO trainer): a truncation bootstraps V(final obs), so the update differs
+    from CleanRL's; where every episode end is a termination, the two are the same."""
+    ppo = load_script(script)
+    atari = script == "ppo_atari.py"
+    obs_shape = (4, 84, 84) if atari else (3,)
+
+    def updated(bootstrap: bool, terminated: bool) -> torch.Tensor:
+        torch.manual_seed(0)
+        g = torch.Generator().manual_seed(0)
+        args = ppo.Args(num_envs=2, num_steps=4, update_epochs=1, num_minibatches=1, bootstrap_truncated=bootstrap)
+        agent = ppo.Agent(4, 2) if atari else ppo.Agent(3, 2)
+        rollout = ppo.Rollout(4, 2, obs_shape, obs_dtype=torch.uint8 if atari else torch.float32)
+        rollout.obs.copy_(torch.randint(0, 255, rollout.obs.shape, generator=g) if atari else
+                          torch.randn(rollout.obs.shape, generator=g))  # fmt: skip
+        rollout.rewards.fill_(1.0)
+        rollout.values.fill_(5.0)  # V(obs[2]), env 0's final observation, is what a truncation bootstraps
+        rollout.dones[2, 0] = 1.0  # env 0's episode ended before step 2
+        rollout.terminations[2, 0] = 1.0 if terminated else 0.0
+        opt = torch.optim.Adam(agent.parameters(), lr=1e-2)
+        next_obs = torch.zeros((2, *obs_shape), dtype=rollout.obs.dtype)
+        ppo.update(agent, opt, ppo.minibatch_loss, rollout, next_obs, torch.zeros(2), torch.zeros(2), args)
+        return torch.cat([p.detach().flatten() for p in agent.parameters()])
+
+    assert torch.equal(updated(False, True), updated(True, True))  # a termination: the same either way
+    assert not torch.equal(updated(False, False), updated(True, False))  # a truncation: V(final obs) bootstrapped

@@ -15,10 +15,11 @@ import torch
 
 from rlfast.algos.checkpoint import load_checkpoint
 from rlfast.algos.run import Run, RunArgs
+from rlfast.algos.runargs import CNNArgs
 
 
 @dataclass
-class Args(RunArgs):
+class Args(CNNArgs, RunArgs):
     exp_name: str = "unit"
     num_envs: int = 2
     total_timesteps: int = 40

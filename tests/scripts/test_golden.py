@@ -68,7 +68,8 @@ CASES = {
                        "--num-minibatches", "4", "--update-epochs", "2", "--total-timesteps", "384"],
 }  # fmt: skip
 FP32 = ["--no-auto-speed"]
-"""the recorded path, float32 NCHW, on every CPU (not part of the recorded command: it was the default then)"""
+"""the recorded path, float32 NCHW, on every CPU, for the CNN trainers (not part of the recorded command: it was
+the default then; the others have no CNN speed flags)"""
 DISCRETE = {"ppo", "ppo_atari", "ppo_atari_overlap"}  # integer rewards: returns compared exactly
 CLIP_COEF = {"ppo": 0.2, "ppo_atari": 0.1, "ppo_atari_overlap": 0.1, "ppo_continuous": 0.2}  # the scripts' defaults
 
@@ -97,7 +98,8 @@ def trace(case: str, workdir: Path, env: Optional[dict] = None, extra: tuple[str
     flags appended, and returns its trace (see the module docstring)."""
     script, *args = CASES[case]
     env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
-    cmd = [sys.executable, str(ROOT / "scripts" / script), *args, *COMMON, *FP32, *extra]
+    fp32 = FP32 if script == "ppo_atari.py" else []
+    cmd = [sys.executable, str(ROOT / "scripts" / script), *args, *COMMON, *fp32, *extra]
     proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (run_dir,) = (workdir / "runs").iterdir()
