@@ -27,7 +27,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture
 def load_script():
-    """``load_script("ppo.py")``, ``load_script("bench/bench_dqn.py")``: a file of ``scripts/`` imported as a
+    """``load_script("ppo.py")``: a file of ``scripts/`` imported as a
     module named by its stem (registered in sys.modules, as tyro and dataclasses need), with ``scripts/`` and
     its own folder importable as when it runs."""
     scripts = Path(__file__).resolve().parents[1] / "scripts"
@@ -37,6 +37,26 @@ def load_script():
         for folder in (str(scripts), str(path.parent)):
             if folder not in sys.path:
                 sys.path.insert(0, folder)
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+        return module
+
+    return load
+
+
+@pytest.fixture
+def load_bench():
+    """``load_bench("bench_dqn.py")``: a file of ``benchmarks/`` imported as a module named by its stem, with
+    ``benchmarks/`` importable as when the script runs from there (its neighbours: ``speed_options``, ``trainers``,
+    ``bench_envs``)."""
+    folder = Path(__file__).resolve().parents[1] / "benchmarks"
+
+    def load(name: str) -> ModuleType:
+        if str(folder) not in sys.path:
+            sys.path.insert(0, str(folder))
+        path = folder / name
         spec = importlib.util.spec_from_file_location(path.stem, path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module

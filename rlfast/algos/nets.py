@@ -43,7 +43,7 @@ def flush_denormals() -> bool:
     gradient stays 0 (a dead ReLU unit), and there they stay: half of a trained Pong DQN's moments were
     denormal, each costing the CPU a microcode assist (its fused Adam step 11.5 ms against 0.77 ms with them
     flushed, README "Training on a CPU"). What is learned does not change: such a moment moves its weight by
-    far less than the weight's last bit (``scripts/bench/check_flush_denormals.py``: 300 gradient steps from
+    far less than the weight's last bit (``benchmarks/check_flush_denormals.py``: 300 gradient steps from
     that DQN's checkpoint leave every float32 weight bit for bit the same). TensorFlow and XLA on a CPU run
     this way by default.
 

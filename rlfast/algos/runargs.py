@@ -97,7 +97,7 @@ class CNNArgs(Flags):
 
 
 RUN_COMPLETE = "iterations asked for; raise --total-timesteps to continue it"
-"""how the refusal to resume a run that holds every iteration asked for ends (scripts/bench/bench_learning.py reads
+"""how the refusal to resume a run that holds every iteration asked for ends (benchmarks/bench_learning.py reads
 it in a trainer's log)"""
 
 

@@ -303,7 +303,7 @@ def test_rounded_bf16_computes_the_autocasts_numbers(channels_last):
     # the rounding); the autocast's own NCHW and channels-last kernels differ from each other by 1.1%, 1.3e-7
     # and 0.0051. Plain float32 (no rounding) lies 50%, 2.6e-4 and 0.025 from the autocast: the bounds below
     # fail it, and they fail a path that leaves out the gradients' rounding (off bfloat16's grid).
-    # (python3 scripts/bench/bench_bf16_rounding.py prints these distances.)
+    # (python3 benchmarks/bench_bf16_rounding.py prints these distances.)
     torch.manual_seed(0)
     agent, x, actions = NatureCNNAgent(4, 6), frames(64), torch.randint(0, 6, (64,))
     got, want = (set_speed(copy.deepcopy(agent), channels_last=channels_last, bf16=True, round_bf16=rounded)

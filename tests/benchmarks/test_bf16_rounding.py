@@ -1,4 +1,4 @@
-"""Smoke test of scripts/bench/bench_bf16_rounding.py: a small batch, the table's six rows, the rounded path
+"""Smoke test of benchmarks/bench_bf16_rounding.py: a small batch, the table's six rows, the rounded path
 nearer the autocast than plain float32."""
 
 import re
@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_table_has_every_path_and_layout():
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "bench" / "bench_bf16_rounding.py"), "--batch", "16", "--repeats", "1"],
+        [sys.executable, str(ROOT / "benchmarks" / "bench_bf16_rounding.py"), "--batch", "16", "--repeats", "1"],
         check=False, capture_output=True, text=True, timeout=300, cwd=ROOT,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr

@@ -1,5 +1,5 @@
 // Copyright rlfast authors.
-// The raw MuJoCo limit for scripts/bench/bench_envs.py, which compiles it against the installed mujoco
+// The raw MuJoCo limit for benchmarks/bench_envs.py, which compiles it against the installed mujoco
 // wheel: bare mj_step x frame_skip per env step, one mjData per thread (threads share only the
 // read-only mjModel), random controls in ctrlrange, reset (mj_resetData + U(+-0.1) qpos noise)
 // after 1000 env steps or when the root height leaves [z_min, z_max] (qpos[2] under a free

@@ -17,7 +17,7 @@ those settings (``--settings ENVSxBATCH ...``) for these contenders, each in a f
                 Its gradient steps follow the same replay ratio; it logs no episodes (which only
                 flatters it). EnvPool's gymnasium API replaces the retired gym one.
   rlfast+OPT    the same with dqn_atari.py's speed options: +cl (--channels-last), +compile (--compile),
-                +bf16 (--bf16), one or more, e.g. ``rlfast+cl`` (scripts/bench/speed_options.py)
+                +bf16 (--bf16), one or more, e.g. ``rlfast+cl`` (benchmarks/speed_options.py)
   env-only      rlfast's pool as dqn_atari.py makes it, random actions, no network: the floor
   envpool-only  EnvPool as the cleanrl contender makes it, random actions: its floor
 
@@ -28,8 +28,8 @@ inference / train / other) and the ratios to cleanrl and to the env-only floor. 
 logs ``perf/*`` seconds per iteration to tensorboard as the trainers do; the phases are read from
 there (an iteration that straddles ``--learning-starts`` counts in the total only).
 
-    python3 scripts/bench/bench_dqn.py                        # the write-up's table: 500k steps, all five settings
-    python3 scripts/bench/bench_dqn.py --steps 20000 --learning-starts 5000 --settings 1x32 128x32 512x2048
+    python3 benchmarks/bench_dqn.py                        # the write-up's table: 500k steps, all five settings
+    python3 benchmarks/bench_dqn.py --steps 20000 --learning-starts 5000 --settings 1x32 128x32 512x2048
 
 The write-up's totals include one evaluation round; these do not. Compare ratios of one run, not
 absolute figures across runs or machines.
@@ -53,20 +53,18 @@ import torch.nn.functional as F
 import tyro
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+import speed_options  # benchmarks/speed_options.py (this script's folder is on the path when it runs)
+from trainers import SCRIPTS, load_trainer  # benchmarks/trainers.py
+
 import rlfast
 from rlfast.algos.profiling import SectionTimer
 from rlfast.algos.replay import format_bytes
 from rlfast.algos.runlog import RunLog
 
-BENCH = Path(__file__).resolve().parent
-SCRIPTS = BENCH.parent
-"""the trainers' folder (imported from, run as subprocesses)"""
-sys.path[:0] = [str(SCRIPTS), str(BENCH)]
-import speed_options  # noqa: E402 - scripts/bench/speed_options.py
 
 CONTENDERS = ("rlfast", "cleanrl", "env-only", "envpool-only")
 TUNABLE = ("rlfast",)
-"""the contenders that take speed-option suffixes (scripts/bench/speed_options.py)"""
+"""the contenders that take speed-option suffixes (benchmarks/speed_options.py)"""
 SECTIONS = ("env", "inference", "train", "other")
 WRITE_UP = {"1x32": (664, 227, "33:27"), "128x32": (5755, 630, "12:08"), "256x128": (6099, 1980, "4:51"),
             "512x256": (6317, 3025, "3:34"), "512x2048": (6427, 4440, "2:29")}  # fmt: skip
@@ -168,7 +166,7 @@ def cleanrl_reference(args: Args, num_envs: int, batch_size: int, run_dir: Path)
     import envpool
     from stable_baselines3.common.buffers import ReplayBuffer as SB3ReplayBuffer
 
-    import dqn_atari  # scripts/ is on sys.path (above)
+    dqn_atari = load_trainer("dqn_atari.py")
 
     hp = dqn_atari.Args(env_id=args.env_id, num_envs=num_envs, batch_size=batch_size, seed=args.seed,
                         total_timesteps=args.steps, learning_starts=args.learning_starts,
@@ -242,7 +240,7 @@ def env_only(args: Args, num_envs: int, run_dir: Path, peer: bool) -> None:
 
         timed_loop(args, num_envs, run_dir, step, f"EnvPool {envpool.__version__}, random actions")
     else:
-        import dqn_atari
+        dqn_atari = load_trainer("dqn_atari.py")
 
         envs = rlfast.make(args.env_id, num_envs, seed=args.seed, **dqn_atari.TRAIN_ENV_KWARGS)
         envs.reset()

@@ -1,8 +1,8 @@
 """Soak: long runs whose resident memory, open files, threads and child processes must stay flat.
 
-    python scripts/bench/bench_soak.py --minutes 30                     # each trainer 30 min (3 h on 2 cores)
-    python scripts/bench/bench_soak.py --pool-only --minutes 60         # the async pool alone, 1 h
-    python scripts/bench/bench_soak.py --trainers ppo.py --minutes 2    # one trainer, briefly
+    python benchmarks/bench_soak.py --minutes 30                     # each trainer 30 min (3 h on 2 cores)
+    python benchmarks/bench_soak.py --pool-only --minutes 60         # the async pool alone, 1 h
+    python benchmarks/bench_soak.py --trainers ppo.py --minutes 2    # one trainer, briefly
 
 Each trainer runs on a small task with ``--save-minutes 1`` (so checkpoints are written all along) until
 ``--minutes`` have passed, then gets SIGTERM (it saves and exits with 143). The pool run is 256 CartPole-v1 envs
@@ -26,7 +26,7 @@ from typing import Optional
 
 import tyro
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 TRAINERS = {  # script: flags of a small task (1 torch thread; each saves every minute)
     "ppo.py": ["--env-id", "CartPole-v1"],
     "ppo_continuous.py": ["--env-id", "InvertedPendulum-v5"],

@@ -1,4 +1,4 @@
-"""Smoke tests of scripts/bench/bench_envs.py: tiny budgets, real measurements, tables, JSON and the plot out."""
+"""Smoke tests of benchmarks/bench_envs.py: tiny budgets, real measurements, tables, JSON and the plot out."""
 
 import faulthandler
 import importlib.util
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = str(ROOT / "scripts" / "bench" / "bench_envs.py")
+SCRIPT = str(ROOT / "benchmarks" / "bench_envs.py")
 
 
 def run_bench(*args: str) -> subprocess.CompletedProcess:
@@ -119,10 +119,10 @@ def test_startup_rows(tmp_path):
     assert json.loads(out.read_text())["results"]["Pong-v5"] == {}  # --contenders with none: start-up only
 
 
-def test_a_crashed_contender_is_a_failed_row_at_once(load_script):
+def test_a_crashed_contender_is_a_failed_row_at_once(load_bench):
     """A contender's process that dies (a segfault, as rlfast's did on the GPU machine before its link fix)
     fails its row within seconds instead of holding the benchmark for the whole timeout."""
-    bench = load_script("bench/bench_envs.py")
+    bench = load_bench("bench_envs.py")
     t0 = time.monotonic()
     with pytest.raises(bench.ChildDied, match="exited with -11"):
         bench.run_in_child(lambda: (faulthandler.disable(), os.kill(os.getpid(), signal.SIGSEGV)), timeout=300)

@@ -1,4 +1,4 @@
-"""Smoke tests of scripts/bench/bench_ppo.py: both trainers really run (tiny budgets), the table, ratios and JSON."""
+"""Smoke tests of benchmarks/bench_ppo.py: both trainers really run (tiny budgets), the table, ratios and JSON."""
 
 import json
 import os
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = str(ROOT / "scripts" / "bench" / "bench_ppo.py")
+SCRIPT = str(ROOT / "benchmarks" / "bench_ppo.py")
 TINY = ["--num-envs", "2", "--num-steps", "16", "--iterations", "1", "--no-cuda", "--torch-threads", "1"]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
@@ -48,13 +48,13 @@ def test_missing_envpool_skips_the_reference_with_a_note(tmp_path):
     assert line.split(None, 1)[1] == "skipped: no envpool here (pip install envpool)"
 
 
-def test_speed_options_are_contenders_of_their_own(tmp_path, load_script):
+def test_speed_options_are_contenders_of_their_own(tmp_path, load_bench):
     out = tmp_path / "ppo.json"
     proc = run_bench(*TINY, "--contenders", "rlfast", "rlfast+cl", "--json", str(out))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     results = json.loads(out.read_text())["results"]["2"]
     assert list(results) == ["rlfast", "rlfast+cl"] and all(r["sps"] > 0 for r in results.values())
-    bench_ppo = load_script("bench/bench_ppo.py")
+    bench_ppo = load_bench("bench_ppo.py")
     args = bench_ppo.Args()
     cmd = bench_ppo.contender_command("rlfast-overlap+cl+compile", args, 8, tmp_path)
     assert cmd[-4:] == ["--overlap", "--no-auto-speed", "--channels-last", "--compile"] and "--bf16" not in cmd

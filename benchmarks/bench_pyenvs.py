@@ -1,7 +1,7 @@
 """Python (gymnasium) envs in parallel, side by side: rlfast's process pool vs gymnasium's and SB3's vector envs.
 
 Every contender runs the same gymnasium env, stepping pre-drawn random actions, each in a fresh forked
-process (scripts/bench/bench_envs.py's ``run_in_child``), for a fixed wall-clock budget after a warm-up:
+process (benchmarks/bench_envs.py's ``run_in_child``), for a fixed wall-clock budget after a warm-up:
 
   single        one env stepped in a plain loop in one process: the env's own step rate on one core
   loop-per-core the N envs split over min(cores, N) processes, each stepping its share in a plain loop,
@@ -15,29 +15,25 @@ process (scripts/bench/bench_envs.py's ``run_in_child``), for a fixed wall-clock
 Printed: env steps/s per contender and N, rlfast's ratio to gym-async, and its efficiency: its steps/s as a
 share of ``single`` x the cores it used (min(cores, N) workers) and as a share of ``loop-per-core``.
 
-    python3 scripts/bench/bench_pyenvs.py                     # CartPole-v1, LunarLander-v3, HalfCheetah-v5
-    python3 scripts/bench/bench_pyenvs.py --tasks CartPole-v1 --num-envs 8 64 --seconds 3
+    python3 benchmarks/bench_pyenvs.py                     # CartPole-v1, LunarLander-v3, HalfCheetah-v5
+    python3 benchmarks/bench_pyenvs.py --tasks CartPole-v1 --num-envs 8 64 --seconds 3
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
-import sys
-import time
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import Any, Callable, Optional
 
 import gymnasium as gym
 import numpy as np
 import tyro
+from bench_envs import Stepper, draw_actions, measure, run_in_child  # benchmarks/bench_envs.py (this folder is on
+# the path when the script runs)
 
 import rlfast
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_envs import Stepper, draw_actions, measure, run_in_child  # noqa: E402 - scripts/bench/bench_envs.py
 
 CONTENDERS = ("single", "loop-per-core", "rlfast", "rlfast-async", "gym-sync", "gym-async", "sb3-subproc")
 

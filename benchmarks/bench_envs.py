@@ -7,17 +7,17 @@ inside this run only, never across runs. Units, per family:
   Atari            emulator frames/s = env steps/s x frame_skip (4), as the EnvPool paper counts
   MuJoCo           env steps/s; one env step = frame_skip mj_step calls (5 for Ant, HalfCheetah)
 
-    python scripts/bench/bench_envs.py                                  # CartPole-v1, 8 envs
-    python scripts/bench/bench_envs.py --tasks Pong-v5 --seconds 3      # N = 4 x cores, batch = cores
-    python scripts/bench/bench_envs.py --tasks Pong-v5 --num-envs 1     # single env
-    python scripts/bench/bench_envs.py --tasks Ant-v5 HalfCheetah-v5
-    python scripts/bench/bench_envs.py --tasks Pong-v5 --plot pong.png --threads-sweep 1 2
-    python scripts/bench/bench_envs.py --tasks Pong-v5 Ant-v5 CartPole-v1 --json out.json
-    python scripts/bench/bench_envs.py --tasks SpaceInvaders-v5 --startup 512 --contenders   # start-up only
+    python benchmarks/bench_envs.py                                  # CartPole-v1, 8 envs
+    python benchmarks/bench_envs.py --tasks Pong-v5 --seconds 3      # N = 4 x cores, batch = cores
+    python benchmarks/bench_envs.py --tasks Pong-v5 --num-envs 1     # single env
+    python benchmarks/bench_envs.py --tasks Ant-v5 HalfCheetah-v5
+    python benchmarks/bench_envs.py --tasks Pong-v5 --plot pong.png --threads-sweep 1 2
+    python benchmarks/bench_envs.py --tasks Pong-v5 Ant-v5 CartPole-v1 --json out.json
+    python benchmarks/bench_envs.py --tasks SpaceInvaders-v5 --startup 512 --contenders   # start-up only
 
 Contenders (those whose package or task is missing are skipped with a note):
   raw-1core       the engine alone on one core. Atari: ALE act() in a loop; MuJoCo: mj_step x
-                  frame_skip in a C loop (scripts/bench/bench_mj_step.cc, compiled on first use)
+                  frame_skip in a C loop (benchmarks/bench_mj_step.cc, compiled on first use)
   raw-limit       the same on every core at once (one process, MuJoCo: thread, per core): the
                   machine's limit
   rlfast-sync     rlfast.make(task, N), all N envs per send/recv
@@ -319,7 +319,7 @@ def make_raw_ale(s: Setup) -> Stepper:
 
 
 def mj_step_helper() -> str:
-    """scripts/bench/bench_mj_step.cc compiled against the installed mujoco wheel (cached in the temp dir).
+    """benchmarks/bench_mj_step.cc compiled against the installed mujoco wheel (cached in the temp dir).
 
     Locates the wheel without importing `mujoco`: see run_in_child for why this process must not.
     """
@@ -344,7 +344,7 @@ def mj_step_helper() -> str:
 
 def run_raw(s: Setup, procs: int) -> tuple[int, float]:
     """(env steps, seconds) of the engine alone on `procs` cores at once. Atari: make_raw_ale in
-    one process per core. MuJoCo: scripts/bench/bench_mj_step.cc, one thread per core (each with its
+    one process per core. MuJoCo: benchmarks/bench_mj_step.cc, one thread per core (each with its
     own mjData), resetting on gymnasium's healthy_z_range like an RL rollout."""
     if s.family == "atari":
         return measure_in_processes(s, procs)

@@ -1,8 +1,8 @@
 """Fault injection for the trainers: killed at random moments, fed broken checkpoints, a full disk, Ctrl-C at bad
 moments. Each injection is checked against what rlfast promises, and the table says how each went.
 
-    python scripts/bench/bench_faults.py                       # every fault, 5 injections each (~15 min, 2 cores)
-    python scripts/bench/bench_faults.py --repeats 1 --faults sigkill truncated   # some of them, once
+    python benchmarks/bench_faults.py                       # every fault, 5 injections each (~15 min, 2 cores)
+    python benchmarks/bench_faults.py --repeats 1 --faults sigkill truncated   # some of them, once
 
 The trainer is ``ppo.py`` on CartPole-v1 (4 envs x 128 steps an iteration, ~0.5 s on 2 cores), each run its own
 process in a fresh folder. What each fault checks (a row passes when every injection did):
@@ -46,7 +46,7 @@ import tyro
 
 from rlfast.algos.checkpoint import checksum, save_checkpoint
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 BASE = ["--env-id", "CartPole-v1", "--num-envs", "4", "--num-steps", "128", "--torch-threads", "1"]
 DQN = ["--env-id", "CartPole-v1", "--num-envs", "4", "--learning-starts", "1000", "--torch-threads", "1",
        "--save-replay"]  # fmt: skip

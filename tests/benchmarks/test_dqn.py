@@ -1,13 +1,13 @@
-"""Smoke test of scripts/bench/bench_dqn.py: every contender really runs (tiny settings), phases and memory are read
+"""Smoke test of benchmarks/bench_dqn.py: every contender really runs (tiny settings), phases and memory are read
 back from each run, the table and its ratios, and bad settings are refused."""
 
 import pytest
 
 
-def test_all_contenders_side_by_side(capsys, load_script):
+def test_all_contenders_side_by_side(capsys, load_bench):
     pytest.importorskip("envpool")
     pytest.importorskip("stable_baselines3")
-    bench = load_script("bench/bench_dqn.py")
+    bench = load_bench("bench_dqn.py")
     args = bench.Args(steps=1024, learning_starts=512, settings=("4x32",), iterations=4, replay_ratio=1.0,
                       cuda=False, torch_threads=1)  # fmt: skip
     (results,) = bench.main(args).values()
@@ -33,7 +33,7 @@ def test_all_contenders_side_by_side(capsys, load_script):
         ({"learning_starts": 500_000}, r"--learning-starts 500,000 must be in \[batch 32, --steps 500,000\)"),
     ],
 )
-def test_bad_arguments_are_refused(kwargs, message, load_script):
-    bench = load_script("bench/bench_dqn.py")
+def test_bad_arguments_are_refused(kwargs, message, load_bench):
+    bench = load_bench("bench_dqn.py")
     with pytest.raises(SystemExit, match=message):
         bench.main(bench.Args(**kwargs))

@@ -9,8 +9,8 @@ sample throughput in transitions/s and the bytes held. The contenders:
   sb3             stable_baselines3's ReplayBuffer (obs and next_obs stacks in numpy; ``pip install stable-baselines3``)
   sb3-optimized   the same with optimize_memory_usage=True (next_obs read from the following slot)
 
-    python3 scripts/bench/bench_replay.py                                   # 100k transitions, batches 32 and 2048
-    python3 scripts/bench/bench_replay.py --capacity 1000000 --contenders rlfast    # the 1M-transition memory figure
+    python3 benchmarks/bench_replay.py                                   # 100k transitions, batches 32 and 2048
+    python3 benchmarks/bench_replay.py --capacity 1000000 --contenders rlfast    # the 1M-transition memory figure
 
 Each contender runs in this process, one after another; compare the ratios of one run, not absolute
 numbers across runs or machines.

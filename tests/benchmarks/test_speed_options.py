@@ -1,10 +1,10 @@
-"""scripts/bench/speed_options.py: contender suffixes -> trainer flags, as the three Atari benchmarks use them."""
+"""benchmarks/speed_options.py: contender suffixes -> trainer flags, as the three Atari benchmarks use them."""
 
 import pytest
 
 
-def test_split_and_unknown(load_script):
-    so = load_script("bench/speed_options.py")
+def test_split_and_unknown(load_bench):
+    so = load_bench("speed_options.py")
     assert so.split("rlfast") == ("rlfast", ["--no-auto-speed"])  # float32 NCHW eager: only the options named
     assert so.split("rlfast-overlap+cl+compile") == ("rlfast-overlap", ["--no-auto-speed", "--channels-last",
                                                                         "--compile"])  # fmt: skip
@@ -18,21 +18,21 @@ def test_split_and_unknown(load_script):
     assert "rlfast+cl+compile" in so.help_text(plain, tunable)
 
 
-def test_every_option_is_a_flag_of_the_atari_trainers(load_script):
-    so = load_script("bench/speed_options.py")
+def test_every_option_is_a_flag_of_the_atari_trainers(load_bench, load_script):
+    so = load_bench("speed_options.py")
     for script in ("ppo_atari.py", "dqn_atari.py", "appo.py"):
         fields = load_script(script).Args.__dataclass_fields__
         for flag in so.OPTIONS.values():
             assert flag[2:].replace("-", "_") in fields, (script, flag)
 
 
-def test_benchmarks_pass_the_flags_on(load_script, tmp_path):
-    bench_dqn = load_script("bench/bench_dqn.py")
+def test_benchmarks_pass_the_flags_on(load_bench, tmp_path):
+    bench_dqn = load_bench("bench_dqn.py")
     cmd = bench_dqn.contender_command("rlfast+cl+bf16", bench_dqn.Args(), "4x32", tmp_path)
     assert "dqn_atari.py" in cmd[1] and cmd[-2:] == ["--channels-last", "--bf16"]
     assert "--channels-last" not in bench_dqn.contender_command("rlfast", bench_dqn.Args(), "4x32", tmp_path)
     with pytest.raises(SystemExit, match=r"unknown contender\(s\) \['cleanrl\+cl'\]"):
         bench_dqn.main(bench_dqn.Args(contenders=("cleanrl+cl",)))
-    bench_appo = load_script("bench/bench_appo.py")
+    bench_appo = load_bench("bench_appo.py")
     with pytest.raises(SystemExit, match=r"unknown contender\(s\) \['env-only\+cl'\]"):
         bench_appo.main(bench_appo.Args(contenders=("appo+cl", "sampler-only+cl", "env-only+cl")))

@@ -7,9 +7,9 @@ With ``--task`` (a gymnasium id) the envs are that env instead, and the line say
 besides the above, each worker's busy share of a core, and the env's own ``step`` and ``reset`` times inside the
 workers (timed around the calls) against the same env stepped alone in a plain loop in a forked process.
 
-    python3 scripts/bench/bench_pyenv_overhead.py                       # N = 256, one worker
-    python3 scripts/bench/bench_pyenv_overhead.py --num-envs 8 --num-workers 2
-    python3 scripts/bench/bench_pyenv_overhead.py --task LunarLander-v3 --num-envs 8 --num-workers 2 --batch-size 4
+    python3 benchmarks/bench_pyenv_overhead.py                       # N = 256, one worker
+    python3 benchmarks/bench_pyenv_overhead.py --num-envs 8 --num-workers 2
+    python3 benchmarks/bench_pyenv_overhead.py --task LunarLander-v3 --num-envs 8 --num-workers 2 --batch-size 4
 """
 
 import multiprocessing as mp

@@ -1,10 +1,10 @@
-"""scripts/bench/check_flush_denormals.py: the same gradient steps from a checkpoint, denormals kept and flushed."""
+"""benchmarks/check_flush_denormals.py: the same gradient steps from a checkpoint, denormals kept and flushed."""
 
 import torch
 
 
-def test_runs_both_ways_from_the_same_state_and_reports_each_cnn_path(load_script, tmp_path, capsys):
-    check = load_script("bench/check_flush_denormals.py")
+def test_runs_both_ways_from_the_same_state_and_reports_each_cnn_path(load_bench, load_script, tmp_path, capsys):
+    check = load_bench("check_flush_denormals.py")
     dqn_atari = load_script("dqn_atari.py")
     torch.manual_seed(0)
     q, target = dqn_atari.QNetwork(6), dqn_atari.QNetwork(6)
@@ -31,10 +31,10 @@ def test_runs_both_ways_from_the_same_state_and_reports_each_cnn_path(load_scrip
         assert int(row[5].replace(",", "")) >= 10, cnn  # kept: still there
 
 
-def test_times_adam_alone_for_any_trainers_checkpoint(load_script, tmp_path, capsys):
+def test_times_adam_alone_for_any_trainers_checkpoint(load_bench, tmp_path, capsys):
     # a PPO-style checkpoint (no target network), one of whose parameters never had a gradient (no Adam state):
     # only the Adam step alone is timed, on the parameters that have a state
-    check = load_script("bench/check_flush_denormals.py")
+    check = load_bench("check_flush_denormals.py")
     net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Linear(16, 2))
     optimizer = torch.optim.Adam(net.parameters(), fused=True)
     net[1](torch.randn(4, 16)).sum().backward()  # the first layer gets no gradient, so no state

@@ -1,6 +1,6 @@
 # Sourced on the GPU machine from the project root, in place of .gpu/setup.sh (which it then sources):
 #
-#     source scripts/bench/gpu_setup.sh && bash scripts/bench/gpu_checks.sh cuda demos
+#     source benchmarks/gpu_setup.sh && bash benchmarks/gpu_checks.sh cuda demos
 #
 # The bundle's zlib1g-dev .deb is Debian's: its libz.so link points at a libz.so.1.2.13 the machine's Ubuntu
 # lacks, so the linker took its non-PIC libz.a and failed to link rlfast._C (seen on the H100 machine,

@@ -11,14 +11,14 @@ Rows, each at ``--num-envs`` envs, ``--env-batch-size`` per recv (async; default
   appo-lstm, ppo-lstm  appo.py / ppo_atari.py with ``--recurrent lstm`` (Atari; -gru: a GRU)
   sampler-only+OPT, appo+OPT, ppo+OPT  the same with the trainers' speed options: +cl (--channels-last),
                 +compile (--compile; not for sampler-only), +bf16 (--bf16), +auto (the defaults: --auto-speed),
-                one or more, e.g. ``appo+cl`` (scripts/bench/speed_options.py); without any, float32 NCHW
+                one or more, e.g. ``appo+cl`` (benchmarks/speed_options.py); without any, float32 NCHW
 
 The ratios to env-only show where the time goes: sampler-only / env-only is what acting and storage
 cost, appo / sampler-only what the learner takes from the sampler (cores and the GIL, shared by
 both threads: APPO's perf/sampler_* and perf/wait say which side waits).
 
-    python3 scripts/bench/bench_appo.py                                  # Pong-v5, 64 envs (32 per recv), 1M steps
-    python3 scripts/bench/bench_appo.py --env-id Breakout-v5 --num-envs 16 --steps 20000 --torch-threads 1
+    python3 benchmarks/bench_appo.py                                  # Pong-v5, 64 envs (32 per recv), 1M steps
+    python3 benchmarks/bench_appo.py --env-id Breakout-v5 --num-envs 16 --steps 20000 --torch-threads 1
 
 Compare ratios of one run, not figures across runs or machines; Atari frames/s are 4x these steps/s.
 """
@@ -37,22 +37,19 @@ from typing import Optional
 import torch
 import tyro
 
+import speed_options  # benchmarks/speed_options.py (this script's folder is on the path when it runs)
+from trainers import SCRIPTS, load_trainer  # benchmarks/trainers.py
+
 import rlfast
+from rlfast.algos import runargs
+from rlfast.algos.nets import set_speed
+from rlfast.algos.sampler import Sampler
 
-BENCH = Path(__file__).resolve().parent
-SCRIPTS = BENCH.parent
-"""the trainers' folder (imported from, run as subprocesses)"""
-sys.path[:0] = [str(SCRIPTS), str(BENCH)]
-import appo  # noqa: E402 - scripts/appo.py: its Args and agent
-import speed_options  # noqa: E402 - scripts/bench/speed_options.py
-
-from rlfast.algos import runargs  # noqa: E402
-from rlfast.algos.nets import set_speed  # noqa: E402
-from rlfast.algos.sampler import Sampler  # noqa: E402
+appo = load_trainer("appo.py")  # its Args and agent
 
 CONTENDERS = ("env-only", "sampler-only", "appo", "ppo", "appo-lstm", "ppo-lstm", "appo-gru", "ppo-gru")
 TUNABLE = ("sampler-only", "appo", "ppo", "appo-lstm", "ppo-lstm", "appo-gru", "ppo-gru")
-"""the rows that take speed-option suffixes (scripts/bench/speed_options.py)"""
+"""the rows that take speed-option suffixes (benchmarks/speed_options.py)"""
 
 
 @dataclass
@@ -139,15 +136,15 @@ def trainer_sps(name: str, args: Args) -> tuple[float, str]:
     common += [] if args.cuda else ["--no-cuda"]
     common += ["--torch-threads", str(args.torch_threads)] if args.torch_threads else []
     base, flags = speed_options.split(name)
-    common += flags
     base, _, cell = base.partition("-")
     common += ["--recurrent", cell] if cell else []
     if base == "appo":
-        cmd = [str(SCRIPTS / "appo.py"), *common, "--batch-size", str(args.batch_size)]
+        cmd = [str(SCRIPTS / "appo.py"), *common, *flags, "--batch-size", str(args.batch_size)]
         cmd += ["--env-batch-size", str(args.env_batch_size)] if args.env_batch_size else []
-    else:
-        script = "ppo_atari.py" if rlfast.task_family(args.env_id) == "atari" else "ppo.py"
-        cmd = [str(SCRIPTS / script), *common, "--num-steps", str(max(args.batch_size // args.num_envs, 1))]
+    else:  # ppo.py (an MLP) has no CNN speed flags
+        atari = rlfast.task_family(args.env_id) == "atari"
+        cmd = [str(SCRIPTS / ("ppo_atari.py" if atari else "ppo.py")), *common, *(flags if atari else []),
+               "--num-steps", str(max(args.batch_size // args.num_envs, 1))]  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="bench_appo_") as tmp:
         proc = subprocess.run([sys.executable, *cmd], capture_output=True, text=True, check=False, cwd=tmp)
     sps = re.findall(r"\|\s+([\d,]+) SPS \|", proc.stdout)

@@ -1,4 +1,4 @@
-"""Smoke test of scripts/bench/bench_pyenvs.py: tiny budgets, real measurements, the table with its ratios."""
+"""Smoke test of benchmarks/bench_pyenvs.py: tiny budgets, real measurements, the table with its ratios."""
 
 import re
 import subprocess
@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = str(ROOT / "scripts" / "bench" / "bench_pyenvs.py")
+SCRIPT = str(ROOT / "benchmarks" / "bench_pyenvs.py")
 
 
 def test_cartpole_table_with_every_ratio():
@@ -28,7 +28,7 @@ def test_cartpole_table_with_every_ratio():
 
 def test_pool_overhead_is_measured_per_env_step():
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "bench" / "bench_pyenv_overhead.py"), "--num-envs", "4", "--num-workers",
+        [sys.executable, str(ROOT / "benchmarks" / "bench_pyenv_overhead.py"), "--num-envs", "4", "--num-workers",
          "2", "--seconds", "0.3", "--warmup", "0.1"],
         check=False, capture_output=True, text=True, timeout=120, cwd=ROOT,
     )  # fmt: skip
@@ -41,7 +41,7 @@ def test_pool_overhead_is_measured_per_env_step():
 
 def test_a_real_envs_time_is_split_between_the_pool_and_the_env():
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "bench" / "bench_pyenv_overhead.py"), "--task", "CartPole-v1",
+        [sys.executable, str(ROOT / "benchmarks" / "bench_pyenv_overhead.py"), "--task", "CartPole-v1",
          "--num-envs", "4", "--num-workers", "2", "--batch-size", "2", "--seconds", "0.3", "--warmup", "0.1"],
         check=False, capture_output=True, text=True, timeout=120, cwd=ROOT,
     )  # fmt: skip

@@ -2,7 +2,7 @@
 beside the autocast's bf16 kernels (native or emulated) and plain float32: how far each lies from the autocast,
 and how long a forward + backward of the Nature CNN takes.
 
-    python3 scripts/bench/bench_bf16_rounding.py            # 64 frames, NCHW and channels-last
+    python3 benchmarks/bench_bf16_rounding.py            # 64 frames, NCHW and channels-last
 
 Per path and layout: the share of the CNN's features that differ from the autocast's, the loss's relative
 difference, the largest relative difference (norm) of any parameter's gradient, and the median milliseconds of

@@ -1,4 +1,4 @@
-"""scripts/bench/bench_faults.py: each fault injected once, as promised (the benchmark injects each five times at
+"""benchmarks/bench_faults.py: each fault injected once, as promised (the benchmark injects each five times at
 random moments and prints the table)."""
 
 import random
@@ -11,15 +11,15 @@ FAULTS = ["worker_sigkill", "worker_sigsegv", "worker_hang", "cpp_env_raises", "
 
 
 @pytest.mark.parametrize("fault", FAULTS)
-def test_each_fault_is_handled_as_promised(load_script, tmp_path, fault):
-    bench = load_script("bench/bench_faults.py")
+def test_each_fault_is_handled_as_promised(load_bench, tmp_path, fault):
+    bench = load_bench("bench_faults.py")
     assert sorted(bench.FAULTS) == sorted(FAULTS)
     outcome = bench.FAULTS[fault](tmp_path, random.Random(1))
     assert outcome.ok, outcome.what
 
 
-def test_the_table_and_an_unknown_fault(load_script, capsys):
-    bench = load_script("bench/bench_faults.py")
+def test_the_table_and_an_unknown_fault(load_bench, capsys):
+    bench = load_bench("bench_faults.py")
     assert bench.main(bench.Args(faults=("other_script",), repeats=1)) == 0
     out = capsys.readouterr().out
     assert "| other_script | 1 | error: --resume: " in out and "| 1/1 |" in out

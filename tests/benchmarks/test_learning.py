@@ -1,4 +1,4 @@
-"""scripts/bench/bench_learning.py with tiny budgets: seeds really train (CartPole with ppo.py), curves and tables
+"""benchmarks/bench_learning.py with tiny budgets: seeds really train (CartPole with ppo.py), curves and tables
 come from their logs, a second call reads finished seeds back instead of running them again, and an
 unfinished seed is resumed from its checkpoint."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = str(ROOT / "scripts" / "bench" / "bench_learning.py")
+SCRIPT = str(ROOT / "benchmarks" / "bench_learning.py")
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 TASK = ["--script", "ppo.py", "--env-id", "CartPole-v1", "--jobs", "1", "--threshold", "30"]
 BENCH = [*TASK, "--seeds", "1", "2"]
@@ -93,8 +93,8 @@ def test_compare_sets_another_groups_summary_beside_these_runs(done, tmp_path):
     assert rows == ["| seed 1", "| seed 2", "| the same in float32, seed 1", "| the same in float32, seed 2"]
 
 
-def test_equal_steps_marks_and_table(load_script):
-    bl = load_script("bench/bench_learning.py")
+def test_equal_steps_marks_and_table(load_bench):
+    bl = load_bench("bench_learning.py")
     points = [(150, 0.0, -5.0), (250, 0.0, -4.0), (1000, 0.0, 2.5), (1900, 0.0, 7.0)]  # (step, seconds, mean)
     # 1,950 steps: marks every 100; none before the first full window (step 150)
     assert bl.at_marks(points, 1950) == {

@@ -3,8 +3,8 @@
 # short and rare: every stage has its own time limit, writes its log (and tables, curves) under
 # $OUT/<stage>/, and a failing stage does not stop the next. On the device machine, from the checkout:
 #
-#     source scripts/bench/gpu_setup.sh && bash scripts/bench/gpu_checks.sh cuda demos   # ~8 min
-#     source scripts/bench/gpu_setup.sh && bash scripts/bench/gpu_checks.sh ppo envs     # the next call
+#     source benchmarks/gpu_setup.sh && bash benchmarks/gpu_checks.sh cuda demos   # ~8 min
+#     source benchmarks/gpu_setup.sh && bash benchmarks/gpu_checks.sh ppo envs     # the next call
 #
 # With the device tool's limits (15 minutes of device time a session, start-up and idle included; 8 flat
 # files back): R=$OUT; S=$(date +%s); source ...; DEADLINE=$((S+560)) OUT=/tmp/gc PACK=$R bash ... (timeout 590).
@@ -66,10 +66,10 @@ demo() {
     pin=(taskset -c "$CORES")
   fi
   local t0; t0=$(date +%s)
-  limit 300 "${pin[@]}" "$PY" scripts/bench/bench_learning.py --out "$out" --env-id "$env_id" --seeds 1 --script "$script" \
+  limit 300 "${pin[@]}" "$PY" benchmarks/bench_learning.py --out "$out" --env-id "$env_id" --seeds 1 --script "$script" \
     --config "$config" --threshold "$threshold" "${extra[@]}" -- --save-minutes 1
   note "$stage: the run ended $(( $(date +%s) - t0 )) s after the stage started (start-up included)"
-  "$PY" scripts/bench/bench_learning.py --out "$out" --env-id "$env_id" --seeds 1 --script "$script" \
+  "$PY" benchmarks/bench_learning.py --out "$out" --env-id "$env_id" --seeds 1 --script "$script" \
     --config "$config" --threshold "$threshold" --report-only
   local run; run=$(ls -d "$out"/runs/*/ 2>/dev/null | head -1)
   if [ -n "$run" ]; then
@@ -106,34 +106,34 @@ stage_demos() {
 stage_ppo() {
   local a; read -r -a a <<< "${PPO_ARGS:---num-envs 8 64 --iterations 3 --rounds 2 --contenders rlfast rlfast-overlap rlfast+compile cleanrl}"
   [ "$DRY" = 1 ] && a=(--num-envs 8 --iterations 1 --rounds 1 --contenders rlfast cleanrl)
-  limit 540 "$PY" scripts/bench/bench_ppo.py "${a[@]}" --json "$OUT/ppo/ppo.json"
+  limit 540 "$PY" benchmarks/bench_ppo.py "${a[@]}" --json "$OUT/ppo/ppo.json"
 }
 
 stage_envs() {
   local cores; cores=$(nproc)
   local a; read -r -a a <<< "${ENVS_ARGS:---seconds 5 --rounds 2}"
   [ "$DRY" = 1 ] && a=(--seconds 0.5)
-  limit 300 "$PY" scripts/bench/bench_envs.py --tasks Pong-v5 Ant-v5 --num-threads "$cores" "${a[@]}" \
+  limit 300 "$PY" benchmarks/bench_envs.py --tasks Pong-v5 Ant-v5 --num-threads "$cores" "${a[@]}" \
     --contenders raw-limit rlfast-sync rlfast-async envpool-sync envpool-async --json "$OUT/envs/envs.json"
 }
 
 stage_dqn() {
   local a=(--steps "$DQN_STEPS" --learning-starts $(( DQN_STEPS / 5 )) --settings "${DQN_SETTINGS[@]}")
   [ "$DRY" = 1 ] && a=(--steps 2048 --learning-starts 1024 --settings 1x32)
-  limit 540 "$PY" scripts/bench/bench_dqn.py "${a[@]}" --contenders rlfast cleanrl env-only
+  limit 540 "$PY" benchmarks/bench_dqn.py "${a[@]}" --contenders rlfast cleanrl env-only
 }
 
 stage_pyenvs() {
   local a=(--num-envs 16 64 256 --seconds 3)
   [ "$DRY" = 1 ] && a=(--num-envs 8 --seconds 0.5 --warmup 0.2)
-  limit 360 "$PY" scripts/bench/bench_pyenvs.py --tasks CartPole-v1 HalfCheetah-v5 LunarLander-v3 "${a[@]}" \
+  limit 360 "$PY" benchmarks/bench_pyenvs.py --tasks CartPole-v1 HalfCheetah-v5 LunarLander-v3 "${a[@]}" \
     --contenders single loop-per-core rlfast rlfast-async gym-sync gym-async
 }
 
 stage_appo() {
   local a=(--steps 400000)
   [ "$DRY" = 1 ] && a=(--steps 4096 --num-envs 8)
-  limit 360 "$PY" scripts/bench/bench_appo.py "${a[@]}" --contenders env-only sampler-only appo
+  limit 360 "$PY" benchmarks/bench_appo.py "${a[@]}" --contenders env-only sampler-only appo
 }
 
 note "stages: ${STAGES[*]}; out: $OUT; $("$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available() and torch.cuda.get_device_name(0))' 2>&1); $(nproc) cores"

@@ -1,11 +1,11 @@
-"""Smoke test of scripts/bench/bench_replay.py: both buffers really fill and sample (tiny sizes), the table and ratios."""
+"""Smoke test of benchmarks/bench_replay.py: both buffers really fill and sample (tiny sizes), the table and ratios."""
 
 import pytest
 
 
-def test_rlfast_and_sb3_side_by_side(capsys, load_script):
+def test_rlfast_and_sb3_side_by_side(capsys, load_bench):
     pytest.importorskip("stable_baselines3")
-    bench = load_script("bench/bench_replay.py")
+    bench = load_bench("bench_replay.py")
     results = bench.main(bench.Args(capacity=2000, num_envs=4, batch_sizes=[8, 64], seconds=0.05, device="cpu"))
     assert set(results) == {"rlfast", "sb3", "sb3-optimized"}
     for r in results.values():
@@ -18,7 +18,7 @@ def test_rlfast_and_sb3_side_by_side(capsys, load_script):
     assert "sample@64/s" in out and "rlfast / sb3: memory 8.0x less" in out
 
 
-def test_unknown_contender_is_refused(load_script):
-    bench = load_script("bench/bench_replay.py")
+def test_unknown_contender_is_refused(load_bench):
+    bench = load_bench("bench_replay.py")
     with pytest.raises(SystemExit, match="unknown contenders nope"):
         bench.main(bench.Args(contenders=["nope"]))

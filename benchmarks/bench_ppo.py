@@ -7,10 +7,10 @@ second (SPS) count from the end of the warm-up iteration, as both scripts' ``cha
 profile split (env / inference / train / other) covers every iteration. Rounds are interleaved so
 that load from other processes hits every contender alike; the best SPS of each is kept.
 
-    python scripts/bench/bench_ppo.py                              # Pong-v5, 8 envs (CleanRL's default)
-    python scripts/bench/bench_ppo.py --num-envs 8 64 --iterations 3 --rounds 2
-    python scripts/bench/bench_ppo.py --contenders rlfast rlfast-overlap cleanrl --json ppo.json
-    python scripts/bench/bench_ppo.py --contenders rlfast+auto rlfast-lstm+auto   # feed-forward vs recurrent
+    python benchmarks/bench_ppo.py                              # Pong-v5, 8 envs (CleanRL's default)
+    python benchmarks/bench_ppo.py --num-envs 8 64 --iterations 3 --rounds 2
+    python benchmarks/bench_ppo.py --contenders rlfast rlfast-overlap cleanrl --json ppo.json
+    python benchmarks/bench_ppo.py --contenders rlfast+auto rlfast-lstm+auto   # feed-forward vs recurrent
 
 Contenders:
   rlfast          scripts/ppo_atari.py: rlfast's C++ pool (newest frame only, stacks on the device),
@@ -46,20 +46,18 @@ import torch
 import tyro
 from torch.distributions import Categorical
 
+import speed_options  # benchmarks/speed_options.py (this script's folder is on the path when it runs)
+from trainers import SCRIPTS, load_trainer  # benchmarks/trainers.py
+
 from rlfast.algos.gae import gae
 from rlfast.algos.ppo import ppo_loss
 from rlfast.algos.profiling import SectionTimer
 from rlfast.algos.runlog import RunLog
 
-BENCH = Path(__file__).resolve().parent
-SCRIPTS = BENCH.parent
-"""the trainers' folder (imported from, run as subprocesses)"""
-sys.path[:0] = [str(SCRIPTS), str(BENCH)]
-import speed_options  # noqa: E402 - scripts/bench/speed_options.py
 
 CONTENDERS = ("rlfast", "rlfast-overlap", "rlfast-lstm", "rlfast-gru", "cleanrl")
 TUNABLE = ("rlfast", "rlfast-overlap", "rlfast-lstm", "rlfast-gru")
-"""the contenders that take speed-option suffixes (scripts/bench/speed_options.py)"""
+"""the contenders that take speed-option suffixes (benchmarks/speed_options.py)"""
 SECTIONS = ("env", "inference", "train", "other")
 
 
@@ -104,7 +102,7 @@ def cleanrl_reference(args: Args, num_envs: int, run_dir: Path) -> None:
     """CleanRL's ppo_atari_envpool.py training loop on EnvPool (see the module docstring), timed like ppo_atari.py."""
     import envpool
 
-    import ppo_atari  # scripts/ is on sys.path (above)
+    ppo_atari = load_trainer("ppo_atari.py")
 
     hp = ppo_atari.Args(env_id=args.env_id, num_envs=num_envs, num_steps=args.num_steps, seed=args.seed)
     num_iterations = 1 + args.iterations

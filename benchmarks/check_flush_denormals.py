@@ -8,27 +8,24 @@ random frames from one seed) run twice: denormals kept and flushed. One torch th
 on this thread, whose mode the script sets. Printed per CNN path (float32, bf16): the weights that differ at
 the end and by how much, the denormal moments each run ended with, and the seconds each took.
 
-    python3 scripts/bench/check_flush_denormals.py runs/<a dqn_atari.py run>/checkpoint.pt
-    python3 scripts/bench/check_flush_denormals.py runs/<a ppo_atari.py run>/checkpoint.pt
+    python3 benchmarks/check_flush_denormals.py runs/<a dqn_atari.py run>/checkpoint.pt
+    python3 benchmarks/check_flush_denormals.py runs/<a ppo_atari.py run>/checkpoint.pt
 
 (The README's figures came from the run dirs of "Atari: Pong-v5 with DQN" and "with PPO": checkpoints with
 optimizer state, which stay out of the repository; their training commands make them.)
 """
 
 import copy
-import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 import tyro
+from trainers import load_trainer  # benchmarks/trainers.py (this script's folder is on the path when it runs)
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: the trainer's Q-network
+from rlfast.algos.dqn import td_loss
 
-from dqn_atari import QNetwork  # noqa: E402
-
-from rlfast.algos.dqn import td_loss  # noqa: E402
+QNetwork = load_trainer("dqn_atari.py").QNetwork
 
 
 @dataclass

@@ -7,10 +7,10 @@ goes to ``OUT/logs/seed<N>.log``. Running the same command again reads finished 
 unfinished ones from their last checkpoint (``--resume``), so a long benchmark can span sessions (a seed whose
 trainer ended but was not marked finished, because this process stopped first, is marked when its trainer says so).
 
-    python scripts/bench/bench_learning.py --out results/hopper_cleanrl --env-id Hopper-v5 --seeds 1 2 3
-    python scripts/bench/bench_learning.py --out results/ant_5min --config configs/ant_5min.toml --env-id Ant-v5 \\
+    python benchmarks/bench_learning.py --out results/hopper_cleanrl --env-id Hopper-v5 --seeds 1 2 3
+    python benchmarks/bench_learning.py --out results/ant_5min --config configs/ant_5min.toml --env-id Ant-v5 \\
         --seeds 1 2 3 --threshold 5000 -- --save-minutes 2      # flags after -- go to the trainer
-    python scripts/bench/bench_learning.py --out results/ant_5min --report-only   # tables and plot from what is there
+    python benchmarks/bench_learning.py --out results/ant_5min --report-only   # tables and plot from what is there
 
 Writes ``OUT/curves.json`` (per seed: the mean return of the last ``--window`` episodes at each episode
 end, against env steps and wall seconds, thinned to at most 400 points; the summary), ``OUT/curves.png``
@@ -42,7 +42,7 @@ from rlfast.algos.runargs import RUN_COMPLETE
 from rlfast.algos.runlog import safe_env_id
 from rlfast.algos.signals import Interrupts
 
-SCRIPTS = Path(__file__).resolve().parents[1]
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 """the trainers' folder"""
 CLEANRL_V4_1M = "CleanRL ppo_continuous_action.py, {task}-v4, 1M steps, 3 seeds (docs.cleanrl.dev, PPO page)"
 REFERENCES = {  # published figures: (what, env steps, mean, +- or None); MuJoCo v4 where v5 is not published

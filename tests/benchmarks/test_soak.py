@@ -1,8 +1,8 @@
-"""scripts/bench/bench_soak.py: the verdict catches a leak and passes a flat run; a short real run samples."""
+"""benchmarks/bench_soak.py: the verdict catches a leak and passes a flat run; a short real run samples."""
 
 
-def test_verdict_flags_growth_and_passes_flat_series(load_script):
-    soak = load_script("bench/bench_soak.py")
+def test_verdict_flags_growth_and_passes_flat_series(load_bench):
+    soak = load_bench("bench_soak.py")
     args = soak.Args(warmup=1.0, rss_bound=64.0)
     t = [60.0 * m for m in range(31)]
     flat = soak.Series("flat", t, [500.0 + (m % 3) for m in range(31)], [9] * 31, [5] * 31, [2] * 31)
@@ -16,8 +16,8 @@ def test_verdict_flags_growth_and_passes_flat_series(load_script):
     assert soak.slope_per_hour([0.0, 3600.0], [1.0, 3.0]) == 2.0
 
 
-def test_a_short_pool_soak_samples_the_process_tree(load_script, capsys):
-    soak = load_script("bench/bench_soak.py")
+def test_a_short_pool_soak_samples_the_process_tree(load_bench, capsys):
+    soak = load_bench("bench_soak.py")
     assert soak.main(soak.Args(pool_only=True, minutes=0.25, every=3.0, warmup=0.05)) == 0
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.startswith("| async pool | rounds "))
