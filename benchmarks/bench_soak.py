@@ -125,12 +125,13 @@ def soak_trainer(script: str, args: Args, folder: Path) -> tuple[Series, str]:
 
 POOL_CODE = """
 import random, sys, time, numpy as np, rlfast
-rng, end = random.Random(0), time.monotonic() + float(sys.argv[1])
+rng = random.Random(0)
 pools = [rlfast.make("CartPole-v1", 256, batch_size=64), rlfast.make("gymnasium:CartPole-v1", 16, batch_size=4)]
 held = [np.zeros(0, np.int32) for _ in pools]  # per pool: envs kept back one round (at most a batch)
 for pool in pools:
     pool.async_reset()
-rounds = 0
+print("ready", flush=True)
+rounds, end = 0, time.monotonic() + float(sys.argv[1])
 while time.monotonic() < end:
     for k, pool in enumerate(pools):
         *_, info = pool.recv()
@@ -147,11 +148,13 @@ print("rounds", rounds, flush=True)
 
 
 def soak_pool(args: Args, folder: Path) -> tuple[Series, str]:
-    seconds = 60 * args.minutes
+    seconds = 60 * args.minutes + args.every + 5  # it outlives the samples: none of them sees it close
     proc = subprocess.Popen([sys.executable, "-c", POOL_CODE, str(seconds)], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    first = proc.stdout.readline()  # the clock starts once the pools are built (start-up is not the soak's)
     series = soaked(proc.pid, args, "async pool", lambda: proc.poll() is None)
     out, _ = proc.communicate(timeout=120)
+    out = first + out
     end = out.strip().splitlines()[-1] if proc.returncode == 0 else f"status {proc.returncode}: {out[-300:]}"
     return series, end
 
