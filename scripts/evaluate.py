@@ -30,7 +30,8 @@ import torch
 import tyro
 
 import rlfast
-from rlfast.algos.checkpoint import contract_problems, load_checkpoint
+from rlfast.algos.checkpoint import load_checkpoint
+from rlfast.algos.contract import contract_problems
 from rlfast.algos.episodes import game_starts
 from rlfast.algos.normalize import ObsNormalizer
 

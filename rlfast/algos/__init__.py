@@ -6,7 +6,8 @@ run            the run layer: Run (seeding, device, pools, run dir, tensorboard,
                via signals.Interrupts, profile table)
 flags          flag dataclasses with declared ranges (Flags, bounded), checked once by validate()
 config         --config preset.toml as tyro defaults, the command line wins; --resume
-checkpoint     atomic checkpoints every trainer writes alike; the evaluate.py contract (TrainerScript, Policy)
+checkpoint     atomic, checksummed checkpoints every trainer writes alike
+contract       what a trainer script owes evaluate.py (TrainerScript, Policy)
 runlog         run dir name, tensorboard scalars, episode stats, SPS and the progress line
 profiling      SectionTimer: env / inference / train / other per iteration and a summary table
 ppo            PPOArgs, Rollout storage, the clipped PPO loss, learning-rate schedules (the update: in each script)

@@ -3,7 +3,7 @@
 One ``torch.save``d dict, loadable with ``weights_only=True``::
 
     format       1
-    script       "ppo.py": evaluate.py imports scripts/<script>, a ``TrainerScript`` (below)
+    script       "ppo.py": evaluate.py imports scripts/<script>, a ``TrainerScript`` (rlfast/algos/contract.py)
     env_id       task id for rlfast.make; env_kwargs: its other keywords (no num_envs/seed)
     eval_env_kwargs   the keywords to evaluate with (e.g. whole games, raw scores); default env_kwargs
     args         the trainer's Args as a plain dict (``dataclasses.asdict``)
@@ -20,21 +20,18 @@ saving leaves the previous checkpoint intact; the file gets the permissions of a
 (0666 less the umask), like the run's other files. ``CheckpointSchedule`` says when a trainer
 saves during a run, so that a crash (even SIGKILL) loses at most ``save_minutes`` of training.
 
-The contract between a trainer and ``scripts/evaluate.py`` is ``TrainerScript`` and ``Policy``
-below; ``contract_problems`` says what a script or agent lacks.
+The contract between a trainer and ``scripts/evaluate.py`` (``TrainerScript``, ``Policy``) is in
+``rlfast/algos/contract.py``.
 """
 
-import dataclasses
-import inspect
 import os
 import random
 import tempfile
 import time
 import zlib
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Protocol, Union
+from typing import Any, Callable, Mapping, Optional, Union
 
-import gymnasium as gym
 import numpy as np
 import torch
 
@@ -274,51 +271,3 @@ class CheckpointSchedule:
             names.append("checkpoint.pt")
             self.last = now
         return names
-
-
-class Policy(Protocol):
-    """The network a trainer's ``make_agent`` builds, as ``scripts/evaluate.py`` uses it (an ``nn.Module``
-    whose ``state_dict`` is the checkpoint's ``models["agent"]``)."""
-
-    def act(self, obs: torch.Tensor, greedy: bool = False) -> torch.Tensor:
-        """A batch of observations [N, *obs_shape] (normalized when the checkpoint has ``normalizers["obs"]``)
-        -> actions [N, ...] the env accepts: the most likely (greedy) or sampled ones. A recurrent policy also has
-        ``initial_state(n, device)`` and takes and returns its state: ``act(obs, greedy, state=, starts=)`` ->
-        ``(actions, state)``, ``starts`` [N] true where obs begins an episode."""
-        ...
-
-    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> Any: ...
-
-    def to(self, device: torch.device) -> "Policy": ...
-
-    def eval(self) -> "Policy": ...
-
-
-class TrainerScript(Protocol):
-    """What a trainer script (``scripts/<name>``, named by its checkpoints' ``script``) provides to
-    ``scripts/evaluate.py``, which imports it as a module. The env options to evaluate with travel in
-    the checkpoint (``eval_env_kwargs``), not in the script."""
-
-    Args: type
-    """A dataclass of the trainer's flags; ``Args(**checkpoint["args"])`` rebuilds a run's."""
-
-    def make_agent(self, args: Any, obs_space: gym.Space, action_space: gym.Space) -> Policy:
-        """The network for the evaluation pool's spaces, ready for ``load_state_dict``."""
-        ...
-
-
-def contract_problems(script: Any, agent: Any = None) -> list[str]:
-    """What ``script`` (a module) lacks of ``TrainerScript``, and ``agent`` (when given) of ``Policy``."""
-    problems = []
-    if not dataclasses.is_dataclass(getattr(script, "Args", None)):
-        problems.append("no `Args` dataclass")
-    if not callable(getattr(script, "make_agent", None)):
-        problems.append("no `make_agent(args, obs_space, action_space)` function")
-    if agent is not None:
-        for name in ("act", "load_state_dict", "to", "eval"):
-            if not callable(getattr(agent, name, None)):
-                problems.append(f"its agent has no `{name}` method")
-        act = getattr(agent, "act", None)
-        if callable(act) and "greedy" not in inspect.signature(act).parameters:
-            problems.append("its agent's `act` takes no `greedy` argument")
-    return problems
