@@ -25,45 +25,34 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker("own_sigint")
 
 
+def _import_file(path: Path, *folders: Path) -> ModuleType:
+    """``path`` imported as a module named by its stem (registered in sys.modules, as tyro and dataclasses need),
+    with ``folders`` importable as when the file runs as a script."""
+    for folder in folders:
+        if str(folder) not in sys.path:
+            sys.path.insert(0, str(folder))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.fixture
 def load_script():
-    """``load_script("ppo.py")``: a file of ``scripts/`` imported as a
-    module named by its stem (registered in sys.modules, as tyro and dataclasses need), with ``scripts/`` and
-    its own folder importable as when it runs."""
+    """``load_script("ppo.py")``: a file of ``scripts/`` imported as a module (``_import_file``), ``scripts/``
+    importable as when it runs."""
     scripts = Path(__file__).resolve().parents[1] / "scripts"
-
-    def load(name: str) -> ModuleType:
-        path = scripts / name
-        for folder in (str(scripts), str(path.parent)):
-            if folder not in sys.path:
-                sys.path.insert(0, folder)
-        spec = importlib.util.spec_from_file_location(path.stem, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
-        return module
-
-    return load
+    return lambda name: _import_file(scripts / name, scripts)
 
 
 @pytest.fixture
 def load_bench():
-    """``load_bench("bench_dqn.py")``: a file of ``benchmarks/`` imported as a module named by its stem, with
+    """``load_bench("bench_dqn.py")``: a file of ``benchmarks/`` imported as a module (``_import_file``), with
     ``benchmarks/`` importable as when the script runs from there (its neighbours: ``speed_options``, ``trainers``,
     ``bench_envs``)."""
-    folder = Path(__file__).resolve().parents[1] / "benchmarks"
-
-    def load(name: str) -> ModuleType:
-        if str(folder) not in sys.path:
-            sys.path.insert(0, str(folder))
-        path = folder / name
-        spec = importlib.util.spec_from_file_location(path.stem, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
-        return module
-
-    return load
+    benchmarks = Path(__file__).resolve().parents[1] / "benchmarks"
+    return lambda name: _import_file(benchmarks / name, benchmarks)
 
 
 @pytest.fixture

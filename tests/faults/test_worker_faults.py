@@ -215,19 +215,6 @@ def test_workers_killed_at_random_moments_each_make_one_error_and_no_env_is_lost
         assert len({proc.pid for proc, _ in pool._procs}) == 2 and all(p.is_alive() for p, _ in pool._procs)
 
 
-def test_close_while_a_worker_hangs_without_a_timeout_returns_promptly():
-    pool = faulty_pool(2, num_workers=2, batch_size=1)
-    pool.async_reset()
-    pool.recv(), pool.recv()
-    pool.send(np.array([3]), np.array([0]))  # env 0 sleeps 30 s in its worker
-    time.sleep(0.2)
-    procs = [proc for proc, _ in pool._procs]
-    start = time.monotonic()
-    pool.close()
-    assert time.monotonic() - start < 5
-    assert len(procs) == 2 and not any(proc.is_alive() for proc in procs)
-
-
 def test_an_exception_in_step_is_still_an_env_error_with_its_traceback():
     with faulty_pool(4, num_workers=2) as pool:
         pool.reset()
