@@ -135,7 +135,7 @@ def verify(state: Mapping[str, Any], path: PathLike) -> None:
 def save_checkpoint(path: PathLike, checkpoint: Mapping[str, Any]) -> Path:
     """Writes ``checkpoint`` (with its ``crc32``) to ``path`` atomically; returns the path."""
     path = Path(path)
-    checkpoint = {**{k: v for k, v in checkpoint.items() if k != "crc32"}}
+    checkpoint = {k: v for k, v in checkpoint.items() if k != "crc32"}
     checkpoint["crc32"] = checksum(checkpoint)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)

@@ -104,20 +104,21 @@ class RemotePool : public core::Pool {
   bool CompleteArrived(int ms) override {
     std::unique_lock<std::mutex> lock(reader_mutex_, std::try_to_lock);
     if (!lock.owns_lock()) return false;  // another recv() completes: wait for its blocks
+    const bool first_look = ms == 0;  // each recv starts with CompleteArrived(0)
     if (Drain() > 0) {
-      CheckWorkersEvery(kCheckInterval);
+      CheckWorkersEvery(kCheckInterval, first_look);
       return true;
     }
     const int64_t outstanding = outstanding_.load(std::memory_order_relaxed);
-    if (outstanding == 0 || ms == 0) {
-      CheckWorkersEvery(kCheckInterval);
+    if (outstanding == 0 || first_look) {
+      CheckWorkersEvery(kCheckInterval, first_look);
       return outstanding > 0;
     }
     // Sleep until the block being filled can be complete (or every request is answered).
     const int64_t filled = claimed_.load(std::memory_order_relaxed) % config_.batch_size;
     channel_->WaitAnswers(std::min<int64_t>(config_.batch_size - filled, outstanding), ms);
     Drain();
-    CheckWorkersEvery(kCheckInterval);
+    CheckWorkersEvery(kCheckInterval, false);
     return true;
   }
 
@@ -173,16 +174,17 @@ class RemotePool : public core::Pool {
     return static_cast<int>(answers_.size());
   }
 
-  /// Recv's thread, each time it has looked for answers: one poll() of the workers' pidfds
-  /// finds a worker that has ended, so a death surfaces at the first recv after it. (Without
-  /// pidfds, Linux < 5.3: a worker that owes answers and gave none since the last look is
-  /// asked, one waitid, so it surfaces within two recvs.) Every `interval` (steady clock)
-  /// every worker is asked, and whether its current step has run past the step timeout (then
-  /// it is killed here). The gone are reported lost.
-  void CheckWorkersEvery(std::chrono::milliseconds interval) {
+  /// Recv's thread: at each recv's first look for answers (`first_look`), one poll() of the
+  /// workers' pidfds finds a worker that has ended, so a death surfaces at the first recv after
+  /// it. (Without pidfds, Linux < 5.3: a worker that owes answers and gave none since the last
+  /// look is asked, one waitid, so it surfaces within two recvs.) Every `interval` (steady
+  /// clock), also while a recv waits, every worker is asked, and whether its current step has
+  /// run past the step timeout (then it is killed here). The gone are reported lost.
+  void CheckWorkersEvery(std::chrono::milliseconds interval, bool first_look) {
     const auto now = std::chrono::steady_clock::now();
     const bool all = now >= next_check_;
     if (all) next_check_ = now + interval;
+    if (!all && !first_look) return;  // a recv's later looks: no syscall
     exited_.clear();
     const bool polled = channel_->PollExited(&exited_);
     const int64_t timeout = step_timeout_ns_.load();
