@@ -109,6 +109,20 @@ def drive(pool, rounds: int, actions=None) -> tuple[dict, list]:
     return seen, errors
 
 
+def every_env_answers(pool, times: int = 3, seconds: float = 20.0) -> dict:
+    """Drives ``pool`` until each env has returned ``times`` results (no env silently gone) and returns the
+    counts; fails after ``seconds``. By rounds, not a fixed number of them: async batches are filled by whichever
+    worker answers first, and on a loaded machine one worker can fill hundreds in a row (1.5 ms for 100 rounds
+    while the other waits for a core)."""
+    deadline, total = time.monotonic() + seconds, {e: 0 for e in range(pool.num_envs)}
+    while min(total.values()) < times and time.monotonic() < deadline:
+        seen, errors = drive(pool, 20)
+        assert not errors, [str(e) for e in errors]
+        total = {e: total[e] + seen[e] for e in total}
+    assert min(total.values()) >= times, total
+    return total
+
+
 @pytest.mark.parametrize("fault", FAULTS)
 @pytest.mark.parametrize("batch_size", [2, 3, 4])
 def test_a_worker_that_dies_is_one_error_naming_it_then_its_envs_go_on(fault, batch_size):
@@ -131,7 +145,7 @@ def test_a_worker_that_dies_is_one_error_naming_it_then_its_envs_go_on(fault, ba
         assert set(errors[0].env_ids.tolist()) <= {2, 3}
         if fault != "sigkill":  # env 2 was in flight when it ended its worker
             assert 2 in errors[0].env_ids.tolist()
-        assert all(n >= 3 for n in seen.values()), seen  # no env silently gone (async batches need not be fair)
+        every_env_answers(pool)
 
 
 def test_envs_of_a_restarted_worker_start_with_a_reset_seeded_anew():
@@ -199,19 +213,16 @@ def test_workers_killed_at_random_moments_each_make_one_error_and_no_env_is_lost
     rng = random.Random(0)
     with faulty_pool(8, num_workers=2, batch_size=3) as pool:
         pool.async_reset()
-        total = {e: 0 for e in range(8)}
         for round_ in range(20):
             seen, errors = drive(pool, rng.randrange(0, 30))
             assert not errors
             worker = rng.randrange(2)
             victim = pool._procs[worker][0].pid
             kill(victim)
-            seen, errors = drive(pool, 60)
+            seen, errors = drive(pool, 1)
             assert len(errors) == 1 and f"(pid {victim})" in str(errors[0]), (round_, [str(e) for e in errors])
             assert errors[0].round == 0  # the first recv after the death: every env is in flight here
-            for e, n in seen.items():
-                total[e] += n
-        assert all(n > 20 for n in total.values()), total
+            every_env_answers(pool, times=1)
         assert len({proc.pid for proc, _ in pool._procs}) == 2 and all(p.is_alive() for p, _ in pool._procs)
 
 
@@ -236,8 +247,7 @@ def test_a_stopped_worker_that_takes_no_requests_is_caught_by_the_step_timeout()
             seen, errors = drive(pool, 50)
         assert len(errors) == 1 and f"(pid {victim})" in str(errors[0]), [str(e) for e in errors]
         assert "for more than the step timeout (0.5" in str(errors[0]) and "(SIGKILL)" in str(errors[0])
-        seen, errors = drive(pool, 100)
-        assert not errors and (np.array(list(seen.values())) > 0).all(), seen
+        every_env_answers(pool)
 
 
 def test_an_idle_worker_is_not_taken_for_hung_when_sent_to_after_a_long_pause():
