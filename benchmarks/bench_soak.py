@@ -3,6 +3,10 @@
     python benchmarks/bench_soak.py --minutes 30                     # each trainer 30 min (3 h on 2 cores)
     python benchmarks/bench_soak.py --pool-only --minutes 60         # the async pool alone, 1 h
     python benchmarks/bench_soak.py --trainers ppo.py --minutes 2    # one trainer, briefly
+    python benchmarks/bench_soak.py --minutes 30 --pool-minutes 60 --together   # all at once: 1 h in all
+
+``--together`` starts every run at once (each gets a share of the cores, so fewer iterations in its time: the
+table says how many steps each made); leaks, descriptors, threads and children do not need a core to themselves.
 
 Each trainer runs on a small task with ``--save-minutes 1`` (so checkpoints are written all along) until
 ``--minutes`` have passed, then gets SIGTERM (it saves and exits with 143). The pool run is 256 CartPole-v1 envs
@@ -20,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -40,7 +45,11 @@ TRAINERS = {  # script: flags of a small task (1 torch thread; each saves every 
 @dataclass
 class Args:
     minutes: float = 30.0
-    """how long each run lasts"""
+    """how long each trainer's run lasts"""
+    pool_minutes: Optional[float] = None
+    """how long the pool run lasts (default: --minutes)"""
+    together: bool = False
+    """start every run at once instead of one after the other"""
     trainers: tuple[str, ...] = tuple(TRAINERS)
     """the trainers to soak"""
     pool_only: bool = False
@@ -115,11 +124,16 @@ def soak_trainer(script: str, args: Args, folder: Path) -> tuple[Series, str]:
            "--save-minutes", "1", "--torch-threads", "1", "--runs-dir", str(folder / "runs")]  # fmt: skip
     log = open(folder / "log.txt", "w")
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-    series = soaked(proc.pid, args, script, lambda: proc.poll() is None)
+    series = soaked(proc.pid, args.minutes, args, script, lambda: proc.poll() is None)
     proc.send_signal(signal.SIGTERM)
     code = proc.wait(timeout=120)
     log.close()
-    end = "saved on SIGTERM" if code == 143 else f"ended with status {code}: {(folder / 'log.txt').read_text()[-300:]}"
+    text = (folder / "log.txt").read_text()
+    saved = [line for line in text.splitlines() if line.startswith("interrupted at step ")]
+    if code == 143 and saved:  # "interrupted at step N (iteration I)": how far it got
+        end = saved[-1].split(":")[0].replace("interrupted", "stopped") + ", saved on SIGTERM"
+    else:
+        end = f"ended with status {code}: {text[-300:]}"
     return series, end
 
 
@@ -148,22 +162,23 @@ print("rounds", rounds, flush=True)
 
 
 def soak_pool(args: Args, folder: Path) -> tuple[Series, str]:
-    seconds = 60 * args.minutes + args.every + 5  # it outlives the samples: none of them sees it close
+    minutes = args.minutes if args.pool_minutes is None else args.pool_minutes
+    seconds = 60 * minutes + args.every + 5  # it outlives the samples: none of them sees it close
     proc = subprocess.Popen([sys.executable, "-c", POOL_CODE, str(seconds)], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)  # fmt: skip
     first = proc.stdout.readline()  # the clock starts once the pools are built (start-up is not the soak's)
-    series = soaked(proc.pid, args, "async pool", lambda: proc.poll() is None)
+    series = soaked(proc.pid, minutes, args, "async pool", lambda: proc.poll() is None)
     out, _ = proc.communicate(timeout=120)
     out = first + out
     end = out.strip().splitlines()[-1] if proc.returncode == 0 else f"status {proc.returncode}: {out[-300:]}"
     return series, end
 
 
-def soaked(pid: int, args: Args, name: str, running) -> Series:
-    """Samples ``pid``'s tree every ``args.every`` s for ``args.minutes`` (or until it ends)."""
+def soaked(pid: int, minutes: float, args: Args, name: str, running) -> Series:
+    """Samples ``pid``'s tree every ``args.every`` s for ``minutes`` (or until it ends)."""
     series, start = Series(name), time.monotonic()
-    while running() and time.monotonic() - start < 60 * args.minutes:
-        time.sleep(min(args.every, max(0.0, 60 * args.minutes - (time.monotonic() - start))))
+    while running() and time.monotonic() - start < 60 * minutes:
+        time.sleep(min(args.every, max(0.0, 60 * minutes - (time.monotonic() - start))))
         if running():
             sample(pid, series, time.monotonic() - start)
             print(f"{name}: {series.t[-1] / 60:5.1f} min  rss {series.rss_mb[-1]:7.1f} MB  fds {series.fds[-1]}  "
@@ -187,17 +202,21 @@ def verdict(series: Series, args: Args) -> tuple[str, bool]:
 
 
 def main(args: Args) -> int:
-    runs = []
     with tempfile.TemporaryDirectory(prefix="soak_") as tmp:
+        jobs = []
         for script in () if args.pool_only else args.trainers:
             folder = Path(tmp) / script
             folder.mkdir()
-            runs.append(soak_trainer(script, args, folder))
+            jobs.append((soak_trainer, script, args, folder))
         if not args.no_pool:
-            runs.append(soak_pool(args, Path(tmp)))
+            jobs.append((soak_pool, args, Path(tmp)))
+        with ThreadPoolExecutor(len(jobs) if args.together else 1) as ex:  # each job waits on its own process
+            runs = list(ex.map(lambda job: job[0](*job[1:]), jobs))
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
-    print(f"\n{args.minutes:g} min each, sampled every {args.every:g} s, verdict after {args.warmup:g} min; {cpu}, "
-          f"{os.cpu_count()} cores")  # fmt: skip
+    pool = "" if args.pool_minutes is None else f" (the pool {args.pool_minutes:g})"
+    how = "all at once" if args.together else "one after the other"
+    print(f"\n{args.minutes:g} min each{pool}, {how}, sampled every {args.every:g} s, verdict after "
+          f"{args.warmup:g} min; {cpu}, {os.cpu_count()} cores")
     print("| run | how it ended | RSS MB | open fds | threads | children | flat |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     failed = 0
