@@ -64,6 +64,9 @@ import numpy as np
 import tyro
 
 import rlfast
+from rlfast import _mujoco
+from rlfast._ext import _C
+from rlfast.registry import check_task_id
 
 CORES = os.cpu_count() or 1
 
@@ -136,7 +139,7 @@ class Setup:
 
     @property
     def frame_skip(self) -> int:
-        return int(rlfast.envpool._C.task_defaults(self.task).get("frame_skip", 1))
+        return int(_C.task_defaults(self.task).get("frame_skip", 1))
 
     @property
     def scale(self) -> int:
@@ -146,7 +149,7 @@ class Setup:
 
 def make_setup(task: str, args: Args, threads: Optional[int] = None) -> Setup:
     """Fills in the family defaults; `threads` (the sweep) overrides --num-threads."""
-    family = rlfast.envpool._C.task_family(task)
+    family = _C.task_family(task)
     per_thread = FAMILIES[family].envs_per_thread
     t = threads or args.num_threads
     n = args.num_envs or (per_thread * (t or CORES) if per_thread else 8)
@@ -348,8 +351,8 @@ def run_raw(s: Setup, procs: int) -> tuple[int, float]:
     own mjData), resetting on gymnasium's healthy_z_range like an RL rollout."""
     if s.family == "atari":
         return measure_in_processes(s, procs)
-    defaults = rlfast.envpool._C.task_defaults(s.task)
-    xml = rlfast.envpool._mujoco.resolve_xml_file(defaults, {})["xml_file"]  # the file gymnasium and rlfast load
+    defaults = _C.task_defaults(s.task)
+    xml = _mujoco.resolve_xml_file(defaults, {})["xml_file"]  # the file gymnasium and rlfast load
     z = defaults.get("healthy_z_range", ()) if defaults.get("terminate_when_unhealthy") else ()
     cmd = [mj_step_helper(), xml, str(s.frame_skip), str(procs), str(s.seconds), *map(str, z)]
     steps, seconds = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.split()
@@ -651,7 +654,7 @@ def write_plot(path: str, sweeps: dict[str, dict[str, list[tuple[int, float]]]])
         for name, points in curves.items():
             ax.plot(*zip(*points), marker="o", label=name)
             ax.set_xticks([t for t, _ in points])
-        family = rlfast.envpool._C.task_family(task)
+        family = _C.task_family(task)
         ax.set(title=f"{task} ({CORES} cores)", xlabel="threads (raw-limit: cores)", ylabel=FAMILIES[family].unit)
         ax.set_ylim(bottom=0)
         ax.legend()
@@ -665,7 +668,7 @@ def main(args: Args) -> dict[str, dict[str, Result]]:
     if unknown:
         raise SystemExit(f"unknown contender(s) {unknown}; choose from {list(CONTENDERS)}")
     for task in args.tasks:
-        rlfast.envpool.check_task_id(task)
+        check_task_id(task)
     if args.plot and importlib.util.find_spec("matplotlib") is None:  # fail before minutes of measuring
         raise SystemExit("error: --plot needs matplotlib: pip install matplotlib (or pip install -e '.[bench]')")
     everything: dict[str, dict[str, Result]] = {}

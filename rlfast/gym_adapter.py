@@ -8,7 +8,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from rlfast.envpool import EnvPool
+from rlfast.pool import EnvPool
 
 
 class GymnasiumVectorEnv(VectorEnv):

@@ -3,9 +3,9 @@
 The header defines an env class in the engine's contract (``rlfast/csrc/core/env.h``; a template:
 ``examples/gridworld.h``). ``load_env`` writes a one-line module around it
 (``rlfast/csrc/python/loaded_env.h``: the engine's own pool binding), compiles it with the engine's pool
-sources against the headers installed with rlfast, imports it and registers the task, so that
-``rlfast.make("MyEnv-v0", ...)`` and every trainer's ``--env-id`` take it. ``--env-id path/to/my_env.h:MyEnv-v0``
-(``rlfast.make`` too) loads and makes in one go.
+sources against the headers installed with rlfast, imports it and registers the task in ``rlfast/registry.py``,
+so that ``rlfast.make("MyEnv-v0", ...)`` and every trainer's ``--env-id`` take it.
+``--env-id path/to/my_env.h:MyEnv-v0`` (``rlfast.make`` too) loads and makes in one go.
 
 Builds are cached by a hash of everything that goes into them (the header, the class and task names, the
 engine's sources, the compiler and Python), in ``$RLFAST_CACHE`` or ``~/.cache/rlfast/envs``. A header that
@@ -28,36 +28,17 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Optional
 
+from rlfast import registry
+from rlfast.pool import EnvPool, pool_config
+
 ROOT = Path(__file__).resolve().parent.parent
 """the folder holding ``rlfast/csrc`` (the package's parent: a source tree or site-packages)"""
 ENGINE_SOURCES = ("rlfast/csrc/core/pool.cc",)
 """the engine's non-template code a loaded env's pool needs"""
-_LOADED: dict[str, ModuleType] = {}
-"""task id -> its compiled module"""
 
 
 class EnvCompileError(RuntimeError):
     """A header given to ``load_env`` did not compile; the message holds the compiler's output."""
-
-
-def loaded(task_id: str) -> Optional[ModuleType]:
-    """The module of a task ``load_env`` registered, else None."""
-    return _LOADED.get(task_id)
-
-
-def header_task(task_id: str) -> Optional[tuple[str, str]]:
-    """``("path/my_env.h", "MyEnv-v0")`` for an id of the form ``path/my_env.h:MyEnv-v0``, else None."""
-    if not isinstance(task_id, str):
-        return None
-    header, sep, name = task_id.rpartition(":")
-    if sep and header.endswith((".h", ".hpp", ".hh")) and name:
-        return header, name
-    return None
-
-
-def is_custom(task_id: str) -> bool:
-    """Whether ``task_id`` names a C++ env of ``load_env``: loaded already, or ``path/my_env.h:MyEnv-v0``."""
-    return header_task(task_id) is not None or loaded(task_id) is not None
 
 
 def class_name_of(task_id: str) -> str:
@@ -72,12 +53,10 @@ def load_env(header: str, task_id: str, class_name: Optional[str] = None, verbos
     and registers it as ``task_id``. Returns ``task_id``. Raises ``EnvCompileError`` with the compiler's
     output if it does not compile, FileNotFoundError if the header is missing, ValueError if ``task_id``
     is an engine task or already loaded from another header."""
-    from rlfast.envpool import _C
-
     path = Path(header).expanduser().resolve()
     if not path.is_file():
         raise FileNotFoundError(f"no env header at {header!r}")
-    if task_id in _C.list_tasks():
+    if registry.is_builtin(task_id):
         raise ValueError(f"{task_id!r} is one of rlfast's own tasks; give your env another id")
     cls = class_name or class_name_of(task_id)
     if not re.fullmatch(r"[A-Za-z_]\w*(::[A-Za-z_]\w*)*", cls):
@@ -87,11 +66,11 @@ def load_env(header: str, task_id: str, class_name: Optional[str] = None, verbos
               f"PYBIND11_MODULE(MODULE_NAME, m) {{ {bind} }}\n")
     digest = _digest(source, path)
     name = f"rlfast_env_{digest[:20]}"
-    previous = _LOADED.get(task_id)
+    previous = registry.loaded(task_id)
     if previous is not None and previous.__name__ != name:
         raise ValueError(f"{task_id!r} is already loaded from another header or version of it")
     if previous is None:
-        _LOADED[task_id] = _import(name, _build(name, source, verbose))
+        registry.register(task_id, _import(name, _build(name, source, verbose)))
     return task_id
 
 
@@ -163,18 +142,16 @@ def _import(name: str, path: Path) -> ModuleType:
     return module
 
 
-def make_loaded(task_id: str, num_envs: int, **kwargs: Any) -> Any:
+def make_loaded(task_id: str, num_envs: int, **kwargs: Any) -> EnvPool:
     """``rlfast.make`` for a task ``load_env`` registered: an ``EnvPool`` over the loaded module's pool. ``kwargs``:
     ``pool_config``'s options (``EnvPool``'s), the rest the env's own."""
-    from rlfast.envpool import EnvPool, pool_config
-
-    module = _LOADED[task_id]
+    module = registry.loaded(task_id)
+    if module is None:
+        raise ValueError(f"{task_id!r} is no task rlfast.load_env registered")
     options = {k: kwargs.pop(k) for k in inspect.signature(pool_config).parameters if k in kwargs}
     config, pin = pool_config(num_envs, **options)
     names = ("num_envs", "batch_size", "num_threads", "work_in_recv", "seed", "seeds", "max_episode_steps",
              "same_step_autoreset", "thread_affinity_offset")
     fields = {k: getattr(config, k) for k in names}
-    pool = EnvPool.__new__(EnvPool)
     autoreset_mode = options.get("autoreset_mode", "next_step")
-    pool._setup(module.make(fields, dict(kwargs)), task_id, kwargs, autoreset_mode, pin)
-    return pool
+    return EnvPool.from_binding(module.make(fields, dict(kwargs)), task_id, kwargs, autoreset_mode, pin)

@@ -53,7 +53,9 @@ import numpy as np
 
 import torch
 
-from rlfast.envpool import _C, EnvError, EnvPool, pool_config
+from rlfast._ext import _C
+from rlfast.errors import EnvError
+from rlfast.pool import EnvPool, pool_config
 
 _ENGINE_DTYPES = ("uint8", "bool", "int32", "int64", "float32", "float64")
 STARTUP_TIMEOUT = 300.0
@@ -252,7 +254,7 @@ class ProcessEnvPool(EnvPool):
             pool = _C.make_remote_pool(task_id, config, self._channel, spec)
             if step_timeout is not None:
                 _C.set_step_timeout(pool, float(step_timeout))
-            self._setup(pool, task_id, {}, autoreset_mode, pin_memory)
+            self._init_from_binding(pool, task_id, {}, autoreset_mode, pin_memory)
         except BaseException:
             self._stop_workers()
             raise

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import rlfast
-from rlfast import loader
+from rlfast import loader, registry
 
 ROOT = Path(__file__).resolve().parents[2]
 GRIDWORLD = ROOT / "examples" / "gridworld.h"
@@ -74,7 +74,7 @@ def test_options_are_checked_like_built_in_envs(cache):
 def test_second_load_takes_the_cached_build(cache):
     builds = sorted((cache / "envs").glob("rlfast_env_*"))
     stamps = [p.stat().st_mtime_ns for p in builds]
-    del loader._LOADED["GridWorld-v0"]
+    del registry._LOADED["GridWorld-v0"]
     rlfast.load_env(str(GRIDWORLD), "GridWorld-v0")
     assert sorted((cache / "envs").glob("rlfast_env_*")) == builds
     assert [p.stat().st_mtime_ns for p in builds] == stamps

@@ -1,6 +1,6 @@
 // Copyright rlfast authors.
 // The `rlfast._C` extension: the task registry and a thin binding over core::Pool.
-// Python (rlfast/envpool.py) allocates the output tensors and wraps everything in torch.
+// Python (rlfast/pool.py) allocates the output tensors and wraps everything in torch.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>

@@ -1,4 +1,8 @@
-"""Typed Python face of the C++ pool: torch tensors out, gymnasium spaces, clear errors.
+"""``EnvPool``, the torch-facing pool over an engine pool: torch tensors out, gymnasium spaces, clear errors.
+
+``EnvPool(task_id, ...)`` builds an engine task's pool; ``EnvPool.from_binding`` wraps a pool built
+elsewhere (a ``load_env`` module's, ``rlfast/loader.py``; the Python-env pool of ``rlfast/procpool.py``);
+``pool_config`` checks the options every pool shares.
 
 Data path: ``send(actions, env_ids)`` copies the actions into the C++ action store and
 returns; worker threads step the envs and write results in place into a fixed ring of
@@ -12,7 +16,6 @@ A block returned by ``recv`` stays valid until the second ``recv`` after it; cop
 from __future__ import annotations
 
 import atexit
-import difflib
 import weakref
 from typing import Any, Optional, Sequence, Union
 
@@ -20,34 +23,10 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlfast import _mujoco, loader
-
-_mujoco.preload_library()  # before _C, which links libmujoco (see rlfast/_mujoco.py)
-try:
-    from rlfast import _C
-except ImportError as e:
-    raise _mujoco.explain_import_error(e) from e
-_mujoco.check_version(_C)
-
-PoolStateError = _C.PoolStateError
-
-
-class EnvError(RuntimeError):
-    """An environment failed; raised by ``recv``. ``env_ids``: the envs that are idle again (send to them to go on).
-
-    An env that raised (in its step or reset): the batch it belonged to is consumed, ``env_ids`` lists that
-    batch's envs, and the env(s) that raised restart with a reset at their next send.
-
-    A worker process of Python envs that died or hung (``rlfast/procpool.py``): raised once, naming the worker,
-    its pid, its envs and how it ended; that ``recv`` returns no batch and loses no other env's result, the
-    worker's envs run on in a new process (each reset at its next send), and ``env_ids`` lists those of its envs
-    that were in flight.
-    """
-
-    def __init__(self, message: str, env_ids: torch.Tensor) -> None:
-        super().__init__(message)
-        self.env_ids = env_ids
-
+from rlfast import _mujoco
+from rlfast._ext import _C
+from rlfast.errors import EnvError, PoolStateError
+from rlfast.registry import check_task_id
 
 _TORCH_DTYPES = {
     "uint8": torch.uint8,
@@ -92,50 +71,6 @@ def _seed_list(name: str, seeds: Any, n: int) -> list[int]:
     if len(values) != n:
         raise ValueError(f"{name} must have one entry per env ({n}), got {len(values)}")
     return [_int_arg(f"{name}[{i}]", v, 0, SEED_MAX) for i, v in enumerate(values)]
-
-
-def list_envs(include_testing: bool = False) -> list[str]:
-    """All task ids this build can make (the ``testing`` family only when asked), then those ``load_env``
-    registered."""
-    own = [t for t in _C.list_tasks() if include_testing or _C.task_family(t) != "testing"]
-    return own + sorted(loader._LOADED)
-
-
-def check_task_id(task_id: str) -> None:
-    """Raises ValueError for an unknown task id, suggesting close names."""
-    if not isinstance(task_id, str):
-        raise ValueError(f"task_id must be a string such as 'CartPole-v1', got {task_id!r}")
-    known = _C.list_tasks()
-    if task_id in known:
-        return
-    close = difflib.get_close_matches(task_id, known, n=3, cutoff=0.5)
-    hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-    if task_id in gym.registry:
-        hint += f" ({task_id} is a gymnasium id: 'gymnasium:{task_id}' runs it as Python envs in worker processes)"
-    raise ValueError(f"unknown task id {task_id!r}{hint} (rlfast.list_envs() lists them all; a gymnasium id, or "
-                     "'module:Env-v0', runs as Python envs in worker processes)")
-
-
-def is_python_task(task_id: str) -> bool:
-    """Whether ``rlfast.make`` runs ``task_id`` as Python envs in worker processes (``rlfast/procpool.py``): a
-    gymnasium id in its ``"module:Env-v0"`` form (gymnasium imports the module first; ``"gymnasium:Env-v0"``
-    for gymnasium's own envs). A bare gymnasium id is refused with that hint, so that a typo of an engine task
-    never silently becomes a slower Python env."""
-    if not isinstance(task_id, str) or task_id in _C.list_tasks() or loader.is_custom(task_id):
-        return False
-    return ":" in task_id
-
-
-def task_family(task_id: str) -> str:
-    """The family of a task id: "classic_control", "atari", "mujoco", "python" (a gymnasium id run in worker
-    processes), "custom" (a C++ env of rlfast.load_env, or ``path/my_env.h:MyEnv-v0``; or "testing");
-    ValueError if unknown."""
-    if is_python_task(task_id):
-        return "python"
-    if loader.is_custom(task_id):
-        return "custom"
-    check_task_id(task_id)
-    return _C.task_family(task_id)
 
 
 def _space(spec: dict, discrete_n: int = 0) -> gym.Space:
@@ -277,11 +212,32 @@ class EnvPool:
                                          autoreset_mode, thread_affinity_offset, work_in_recv, pin_memory)
         if _C.task_family(task_id) == "mujoco":
             env_kwargs = _mujoco.resolve_xml_file(_C.task_defaults(task_id), env_kwargs)
-        self._setup(_C.Pool(task_id, config, dict(env_kwargs)), task_id, env_kwargs, autoreset_mode, pin_memory)
+        binding = _C.Pool(task_id, config, dict(env_kwargs))
+        self._init_from_binding(binding, task_id, env_kwargs, autoreset_mode, pin_memory)
 
-    def _setup(self, pool: Any, task_id: str, env_kwargs: dict, autoreset_mode: str, pin_memory: bool) -> None:
-        """Takes over a built ``_C`` pool: its spaces, and the output ring allocated here and attached."""
-        self._pool = pool
+    @classmethod
+    def from_binding(
+        cls,
+        binding: Any,
+        task_id: str,
+        env_kwargs: Optional[dict] = None,
+        autoreset_mode: str = "next_step",
+        pin_memory: bool = False,
+    ) -> "EnvPool":
+        """A pool over ``binding``: an engine pool built from a ``pool_config`` PoolConfig and not yet attached to
+        an output ring (a ``_C.Pool``; what the ``make`` of a module ``rlfast.load_env`` compiled returns).
+        ``autoreset_mode``: as given to ``pool_config``; ``pin_memory``: as it returned; ``env_kwargs``: the env's
+        options the binding was built with (kept as ``pool.env_kwargs``)."""
+        pool = cls.__new__(cls)
+        pool._init_from_binding(binding, task_id, env_kwargs or {}, autoreset_mode, pin_memory)
+        return pool
+
+    def _init_from_binding(
+        self, binding: Any, task_id: str, env_kwargs: dict, autoreset_mode: str, pin_memory: bool
+    ) -> None:
+        """Takes over a built engine pool: its spaces, and the output ring allocated here and attached. The one
+        initialization every pool shares: ``__init__``, ``from_binding`` and subclasses' ``__init__`` call it."""
+        self._pool = binding
         self.task_id = task_id
         self.env_kwargs = dict(env_kwargs)
         self.autoreset_mode = autoreset_mode
