@@ -223,6 +223,15 @@ def load_checkpoint(path: PathLike, map_location: Union[str, torch.device, None]
     return ckpt
 
 
+def trainer_of(ckpt: Mapping[str, Any]) -> str:
+    """The script that continues and evaluates ``ckpt`` today: the one that wrote it, but where a variant has
+    since moved to its own script (``ppo_atari.py --recurrent lstm`` is now ``ppo_atari_lstm.py``)."""
+    script, args = ckpt["script"], ckpt.get("args") or {}
+    if script == "ppo_atari.py" and args.get("recurrent", "none") != "none":
+        return "ppo_atari_lstm.py"
+    return script
+
+
 def restore(
     ckpt: Mapping[str, Any],
     models: Mapping[str, torch.nn.Module],
