@@ -6,7 +6,7 @@ run            the run layer: Run (seeding, device, pools, run dir, tensorboard,
                via signals.Interrupts, profile table)
 flags          flag dataclasses with declared ranges (Flags, bounded), checked once by validate()
 config         --config preset.toml as tyro defaults, the command line wins; --resume
-checkpoint     atomic, checksummed checkpoints every trainer writes alike
+checkpoint     atomic, checksummed checkpoints every trainer writes alike; which script goes on with one
 contract       what a trainer script owes evaluate.py (TrainerScript, Policy)
 runlog         run dir name, tensorboard scalars, episode stats, SPS and the progress line
 profiling      SectionTimer: env / inference / train / other per iteration and a summary table
@@ -24,4 +24,5 @@ distributions  categorical sampling / log-prob / entropy as plain tensor ops
 continuous     diagonal Gaussian policy; CleanRL's MuJoCo observation/reward wrappers on the device
 normalize      RunningMeanStd, observation normalizer, reward scaler (gymnasium semantics, any device)
 episodes       the one episode recorder of every trainer; Atari whole games (raw scores across lives)
+pixels         the Atari PPO trainers' envs: a sync pool with its frames stacked on the training device
 """

@@ -6,8 +6,8 @@ import pytest
 def test_split_and_unknown(load_bench):
     so = load_bench("speed_options.py")
     assert so.split("rlfast") == ("rlfast", ["--no-auto-speed"])  # float32 NCHW eager: only the options named
-    assert so.split("rlfast-overlap+cl+compile") == ("rlfast-overlap", ["--no-auto-speed", "--channels-last",
-                                                                        "--compile"])  # fmt: skip
+    assert so.split("rlfast-lstm+cl+compile") == ("rlfast-lstm", ["--no-auto-speed", "--channels-last",
+                                                                  "--compile"])  # fmt: skip
     assert so.split("rlfast+auto") == ("rlfast", ["--auto-speed"])  # the trainers' defaults
     with pytest.raises(KeyError):
         so.split("rlfast+turbo")
