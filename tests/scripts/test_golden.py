@@ -26,6 +26,9 @@ every combination of ATen / oneDNN / MKL instruction sets of the CPUs measured s
 golden file under ``"spread"``: ``python3 tests/scripts/test_golden.py spread --update`` runs each case under
 each combination this CPU offers, prints each group's spread beside its tolerance and widens the record.
 Measured so far: the recording CPU (AMD Zen 5, AVX-512) against an AMD EPYC with AVX2 (8 combinations). The
+``ppo_atari_lstm`` case (recorded from ``ppo_atari.py --recurrent lstm`` before the recurrent PPO became its own
+script) on an AMD EPYC with AVX-512 and AVX512-BF16 (36 combinations), its record widened to ``ppo_atari``'s group
+by group: the same CNN, and no AMX kernel has run it yet. The
 Atari cases spread most (optimizer state 5.7e-3, weights 3.5e-4: Adam normalizes Breakout's tiny early
 gradients, so their last bits move whole updates), the MLP cases least (weights < 1e-6).
 ``test_a_clip_coefficient_change_fails_the_trace`` proves the tolerances still catch a one-line change of the
