@@ -13,7 +13,8 @@ profiling      SectionTimer: env / inference / train / other per iteration and a
 ppo            PPOArgs, Rollout storage, the clipped PPO loss, learning-rate schedules (the update: in each script)
 appo           APPOArgs, the APPO loss (V-trace targets, PPO's clip); the update: in scripts/appo.py
 vtrace         V-trace targets and advantages (Espeholt et al. 2018), pure tensor ops
-sampler        APPO's sampling side: the sampler thread, trajectories, published weights
+appo_sampler   APPO's sampling side: the sampler thread, the weights it acts with (PublishedWeights)
+appo_trajectories  APPO's trajectories: the storage the sampler fills and a learner batch holds
 distributed    torchrun data parallelism: the world, env shards, all-reduce of gradients, checks in sync
 dqn            DQNArgs, the epsilon schedule, device-side epsilon-greedy, the TD loss (Double DQN), ReplayRatio
 replay         replay buffer on the training device: each observation stored once, stacks rebuilt when sampled
