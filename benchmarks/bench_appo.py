@@ -42,7 +42,7 @@ from trainers import SCRIPTS, load_trainer  # benchmarks/trainers.py
 
 import rlfast
 from rlfast.algos import runargs
-from rlfast.algos.nets import set_speed
+from rlfast.algos.speed import set_speed
 from rlfast.algos.appo_sampler import Sampler
 
 appo = load_trainer("appo.py")  # its Args and agent

@@ -45,7 +45,8 @@ from torch import nn
 import rlfast
 from rlfast.algos.appo import APPOArgs, appo_loss, taken_logprobs, update_kl
 from rlfast.algos.episodes import Episodes
-from rlfast.algos.nets import MLPAgent, NatureCNNAgent, RecurrentNatureCNNAgent, set_speed
+from rlfast.algos.nets import MLPAgent, NatureCNNAgent, RecurrentNatureCNNAgent
+from rlfast.algos.speed import set_speed
 from rlfast.algos.ppo import LOSS_NAMES, PPOLoss, adapt_lr
 from rlfast.algos.run import Run, launch
 from rlfast.algos.runargs import CNNArgs, RunArgs, usage_error, vector_obs_size

@@ -38,7 +38,8 @@ from torch import nn
 from rlfast.algos.distributed import World
 from rlfast.algos.flags import bounded
 from rlfast.algos.gae import gae
-from rlfast.algos.nets import NatureCNNAgent, set_speed
+from rlfast.algos.nets import NatureCNNAgent
+from rlfast.algos.speed import set_speed
 from rlfast.algos.ppo import (LOSS_NAMES, PPOArgs, PPOLoss, Rollout, adapt_lr, anneal_lr, explained_variance,
                               normalize_advantages, ppo_loss)  # fmt: skip
 from rlfast.algos.pixels import PixelEnvs

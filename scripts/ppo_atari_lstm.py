@@ -27,7 +27,8 @@ from torch import nn
 from rlfast.algos.distributed import World
 from rlfast.algos.flags import bounded
 from rlfast.algos.gae import gae
-from rlfast.algos.nets import RecurrentNatureCNNAgent, set_speed
+from rlfast.algos.nets import RecurrentNatureCNNAgent
+from rlfast.algos.speed import set_speed
 from rlfast.algos.ppo import (LOSS_NAMES, PPOArgs, PPOLoss, Rollout, adapt_lr, anneal_lr, explained_variance,
                               normalize_advantages, ppo_loss, sequence_rows)  # fmt: skip
 from rlfast.algos.pixels import PixelEnvs

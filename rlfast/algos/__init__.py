@@ -19,8 +19,8 @@ distributed    torchrun data parallelism: the world, env shards, all-reduce of g
 dqn            DQNArgs, the epsilon schedule, device-side epsilon-greedy, the TD loss (Double DQN), ReplayRatio
 replay         replay buffer on the training device: each observation stored once, stacks rebuilt when sampled
 gae            generalized advantage estimation (CleanRL's done convention, next-step autoreset)
-nets           the networks: CleanRL's orthogonal init, tanh MLP, Nature CNN (FrameNet: channels-last, bf16, rounded
-               bf16), recurrent agent; denormal flushing
+nets           the networks: CleanRL's orthogonal init, tanh MLP, Nature CNN agent, recurrent agent
+speed          the CNN's CPU speed options: FrameNet (channels-last, bf16, rounded bf16), set_speed, denormal flushing
 distributions  categorical sampling / log-prob / entropy as plain tensor ops
 continuous     diagonal Gaussian policy; CleanRL's MuJoCo observation/reward wrappers on the device
 normalize      RunningMeanStd, observation normalizer, reward scaler (gymnasium semantics, any device)

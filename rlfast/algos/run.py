@@ -52,7 +52,7 @@ from rlfast.algos.checkpoint import (CheckpointSchedule, CheckpointWriteError, m
                                      save_checkpoint, verify)  # fmt: skip
 from rlfast.algos.config import parse_or_resume
 from rlfast.algos.distributed import World
-from rlfast.algos.nets import FrameNet, denormals_flushed, flush_denormals, native_bf16
+from rlfast.algos.speed import FrameNet, denormals_flushed, flush_denormals, native_bf16
 from rlfast.algos.profiling import SectionTimer
 from rlfast.algos.runargs import RunArgs, flushes_denormals, run_problems, speed_options, usage_error
 from rlfast.algos.runlog import RunLog, run_dir_name
@@ -142,12 +142,12 @@ class Run:
         flush = flushes_denormals(args, self.device)
         self._restore_denormals = flush and not denormals_flushed()  # this thread's mode, put back at the end
         self.flush_denormals = flush and flush_denormals()
-        """torch's CPU threads treat denormals as 0 (``nets.flush_denormals``): set before any of them starts"""
+        """torch's CPU threads treat denormals as 0 (``speed.flush_denormals``): set before any of them starts"""
         if flush and not self.flush_denormals and self.world.is_main:
             print("note: --flush-denormals: not every CPU thread of torch's flushes denormals (the CPU lacks "
                   "FTZ/DAZ, or the threads started before the run)", flush=True)  # fmt: skip
         self.speed = speed_options(args, self.device)
-        """the CNN's speed options (``nets.set_speed(model, **run.speed)``): the flags, and --auto-speed's picks"""
+        """the CNN's speed options (``speed.set_speed(model, **run.speed)``): the flags, and --auto-speed's picks"""
         distributed.init_process_group(self.world, self.device)
         self.env_shard = self.world.shard(args.num_envs)
         """this rank's envs among all ranks' (all of them in one process)"""

@@ -22,7 +22,7 @@ import torch
 
 from rlfast.algos.checkpoint import load_checkpoint, make_checkpoint, save_checkpoint
 from rlfast.algos.config import parse_or_resume
-from rlfast.algos.nets import denormals_flushed
+from rlfast.algos.speed import denormals_flushed
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"
