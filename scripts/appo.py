@@ -48,7 +48,8 @@ from rlfast.algos.episodes import Episodes
 from rlfast.algos.nets import MLPAgent, NatureCNNAgent, RecurrentNatureCNNAgent
 from rlfast.algos.speed import set_speed
 from rlfast.algos.ppo import LOSS_NAMES, PPOLoss, adapt_lr
-from rlfast.algos.run import Run, launch
+from rlfast.algos.launch import launch
+from rlfast.algos.run import Run
 from rlfast.algos.runargs import CNNArgs, RunArgs, usage_error, vector_obs_size
 from rlfast.algos.appo_sampler import PublishedWeights, Sampler
 from rlfast.algos.appo_trajectories import Trajectories

@@ -32,7 +32,8 @@ from rlfast.algos.speed import set_speed
 from rlfast.algos.ppo import (LOSS_NAMES, PPOArgs, PPOLoss, Rollout, adapt_lr, anneal_lr, explained_variance,
                               normalize_advantages, ppo_loss, sequence_rows)  # fmt: skip
 from rlfast.algos.pixels import PixelEnvs
-from rlfast.algos.run import Run, launch
+from rlfast.algos.launch import launch
+from rlfast.algos.run import Run
 from rlfast.algos.runargs import OWN_FAMILIES, CNNArgs, RunArgs, usage_error
 
 SCRIPT = "ppo_atari_lstm.py"

@@ -3,8 +3,9 @@ under a bfloat16 autocast, or with bfloat16's numerics rounded in float32 where 
 (``set_speed`` on a whole model); whether a device has native bfloat16; and denormal flushing (FTZ/DAZ) for
 torch's CPU threads. The networks themselves are ``rlfast/algos/nets.py``'s."""
 
+import functools
 import os
-from typing import Callable, Optional
+from typing import Any, Callable, Iterable, Optional, TypeVar
 
 import torch
 from torch import nn
@@ -210,3 +211,35 @@ def set_speed(model: nn.Module, channels_last: bool = False, bf16: bool = False,
         if isinstance(m, FrameNet):
             m.set_speed(channels_last, bf16, round_bf16)
     return model
+
+
+def describe_speed(models: Iterable[nn.Module], denormals: bool, auto: bool) -> str:
+    """``  cnn: channels-last + bf16`` (what ``models``' FrameNets run with; ``auto``: picked by --auto-speed), or ""
+    without a FrameNet: the run's header line says it."""
+    nets = [m for model in models for m in model.modules() if isinstance(m, FrameNet)]
+    if not nets:
+        return ""
+    bf16 = "bf16 (rounded in float32)" if nets[0].round_bf16 else "bf16"
+    picked = [name for name, on in (("channels-last", nets[0].channels_last), (bf16, nets[0].bf16)) if on]
+    picked += ["denormals flushed"] if denormals else []
+    return f"  cnn: {' + '.join(picked) or 'float32 NCHW'}{' (--auto-speed)' if auto else ''}"
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def compiled(fn: F, compile: bool, cudagraphs: bool) -> F:
+    """``fn`` unchanged, ``torch.compile``d (``compile``), or compiled with CUDA graphs (``cudagraphs``: mode
+    "reduce-overhead"), each call then marking a new graph step."""
+    if not (compile or cudagraphs):
+        return fn
+    fast = torch.compile(fn, mode="reduce-overhead" if cudagraphs else None)
+    if not cudagraphs:
+        return fast
+
+    @functools.wraps(fn)
+    def graph_step(*args: Any, **kwargs: Any) -> Any:
+        torch.compiler.cudagraph_mark_step_begin()
+        return fast(*args, **kwargs)
+
+    return graph_step  # type: ignore[return-value]

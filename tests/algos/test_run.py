@@ -207,7 +207,7 @@ def test_denormals_are_flushed_during_the_run_and_restored_after(tmp_path, env_i
 def test_finish_exits_with_the_code_after_the_atexit_handlers(tmp_path):
     """The trainers end with ``finish(main(...))``: their exit status is main's, atexit handlers still run
     (the interpreter's last garbage collection is what it skips)."""
-    script = ("import atexit, sys\nfrom rlfast.algos.run import finish\n"
+    script = ("import atexit, sys\nfrom rlfast.algos.launch import finish\n"
               "atexit.register(lambda: print('atexit ran', flush=True))\nfinish(3)\n")  # fmt: skip
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert proc.returncode == 3 and proc.stdout == "atexit ran\n", (proc.returncode, proc.stdout, proc.stderr)
