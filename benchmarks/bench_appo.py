@@ -8,7 +8,7 @@ Rows, each at ``--num-envs`` envs, ``--env-batch-size`` per recv (async; default
   appo          scripts/appo.py training (subprocess): SPS of its progress line
   ppo           scripts/ppo_atari.py (Atari) or scripts/ppo.py at the same num_envs, rollouts of
                 ``--batch-size / --num-envs`` steps (subprocess)
-  appo-lstm, ppo-lstm  appo.py / ppo_atari.py with ``--recurrent lstm`` (Atari; -gru: a GRU)
+  appo-lstm, ppo-lstm  appo.py --recurrent lstm / ppo_atari_lstm.py (Atari; -gru: a GRU)
   sampler-only+OPT, appo+OPT, ppo+OPT  the same with the trainers' speed options: +cl (--channels-last),
                 +compile (--compile; not for sampler-only), +bf16 (--bf16), +auto (the defaults: --auto-speed),
                 one or more, e.g. ``appo+cl`` (benchmarks/speed_options.py); without any, float32 NCHW
@@ -42,8 +42,8 @@ from trainers import SCRIPTS, load_trainer  # benchmarks/trainers.py
 
 import rlfast
 from rlfast.algos import runargs
-from rlfast.algos.nets import set_speed
-from rlfast.algos.sampler import Sampler
+from rlfast.algos.speed import set_speed
+from rlfast.algos.appo_sampler import Sampler
 
 appo = load_trainer("appo.py")  # its Args and agent
 
@@ -143,7 +143,8 @@ def trainer_sps(name: str, args: Args) -> tuple[float, str]:
         cmd += ["--env-batch-size", str(args.env_batch_size)] if args.env_batch_size else []
     else:  # ppo.py (an MLP) has no CNN speed flags
         atari = rlfast.task_family(args.env_id) == "atari"
-        cmd = [str(SCRIPTS / ("ppo_atari.py" if atari else "ppo.py")), *common, *(flags if atari else []),
+        pixels = "ppo_atari_lstm.py" if cell else "ppo_atari.py"
+        cmd = [str(SCRIPTS / (pixels if atari else "ppo.py")), *common, *(flags if atari else []),
                "--num-steps", str(max(args.batch_size // args.num_envs, 1))]  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="bench_appo_") as tmp:
         proc = subprocess.run([sys.executable, *cmd], capture_output=True, text=True, check=False, cwd=tmp)

@@ -18,7 +18,9 @@ from dataclasses import dataclass
 import torch
 import tyro
 
-from rlfast.algos.nets import NatureCNNAgent, native_bf16, set_speed
+from rlfast.algos.nets import NatureCNNAgent
+
+from rlfast.algos.speed import native_bf16, set_speed
 
 
 @dataclass

@@ -9,14 +9,13 @@ that load from other processes hits every contender alike; the best SPS of each 
 
     python benchmarks/bench_ppo.py                              # Pong-v5, 8 envs (CleanRL's default)
     python benchmarks/bench_ppo.py --num-envs 8 64 --iterations 3 --rounds 2
-    python benchmarks/bench_ppo.py --contenders rlfast rlfast-overlap cleanrl --json ppo.json
+    python benchmarks/bench_ppo.py --contenders rlfast cleanrl --json ppo.json
     python benchmarks/bench_ppo.py --contenders rlfast+auto rlfast-lstm+auto   # feed-forward vs recurrent
 
 Contenders:
   rlfast          scripts/ppo_atari.py: rlfast's C++ pool (newest frame only, stacks on the device),
                   uint8 rollout storage, actions back through a pinned buffer, no per-step host reads
-  rlfast-overlap  the same with --overlap (two half pools; one steps while the policy acts on the other)
-  rlfast-lstm     ppo_atari.py --recurrent lstm (CleanRL's ppo_atari_lstm: one frame, an LSTM of 128 after the
+  rlfast-lstm     ppo_atari_lstm.py (CleanRL's ppo_atari_lstm: one frame, an LSTM of 128 after the
                   CNN, minibatches of whole env rollouts); rlfast-gru the same with a GRU
   rlfast...+OPT   either of the two with ppo_atari.py's speed options, one or more: +cl (--channels-last),
                   +compile (--compile), +bf16 (--bf16), e.g. ``rlfast+cl+compile``; the first iteration,
@@ -55,8 +54,8 @@ from rlfast.algos.profiling import SectionTimer
 from rlfast.algos.runlog import RunLog
 
 
-CONTENDERS = ("rlfast", "rlfast-overlap", "rlfast-lstm", "rlfast-gru", "cleanrl")
-TUNABLE = ("rlfast", "rlfast-overlap", "rlfast-lstm", "rlfast-gru")
+CONTENDERS = ("rlfast", "rlfast-lstm", "rlfast-gru", "cleanrl")
+TUNABLE = ("rlfast", "rlfast-lstm", "rlfast-gru")
 """the contenders that take speed-option suffixes (benchmarks/speed_options.py)"""
 SECTIONS = ("env", "inference", "train", "other")
 
@@ -74,7 +73,7 @@ class Args:
     rounds: int = 1
     """runs of every contender, interleaved; the best SPS is kept"""
     contenders: tuple[str, ...] = ("rlfast", "cleanrl")
-    """which contenders to run, in this order (rlfast, rlfast-overlap, cleanrl; rlfast ones with +cl, +compile,
+    """which contenders to run, in this order (rlfast, rlfast-lstm, rlfast-gru, cleanrl; rlfast ones with +cl, +compile,
     +bf16 suffixes: see the module docstring)"""
     cuda: bool = True
     """train on CUDA when it is available (both contenders alike)"""
@@ -214,10 +213,11 @@ def contender_command(name: str, args: Args, num_envs: int, run_dir: Path) -> li
                 "--reference-run-dir", str(run_dir), *common]  # fmt: skip
     total = (1 + args.iterations) * num_envs * args.num_steps
     base, flags = speed_options.split(name)
-    recurrent = ["--recurrent", base.split("-")[1]] if base in ("rlfast-lstm", "rlfast-gru") else []
-    return [sys.executable, str(SCRIPTS / "ppo_atari.py"), "--env-id", args.env_id, "--total-timesteps", str(total),
-            "--runs-dir", str(run_dir), "--exp-name", "bench", *common,
-            "--overlap" if base == "rlfast-overlap" else "--no-overlap", *recurrent, *flags]  # fmt: skip
+    script, recurrent = "ppo_atari.py", []
+    if base in ("rlfast-lstm", "rlfast-gru"):
+        script, recurrent = "ppo_atari_lstm.py", ["--recurrent", base.split("-")[1]]
+    return [sys.executable, str(SCRIPTS / script), "--env-id", args.env_id, "--total-timesteps", str(total),
+            "--runs-dir", str(run_dir), "--exp-name", "bench", *common, *recurrent, *flags]  # fmt: skip
 
 
 def parse_output(name: str, num_envs: int, stdout: str) -> Result:

@@ -9,7 +9,7 @@ per batch, publishing the weights to the sampler after each; every sample keeps 
 that chose it, and the policy lag is logged (``charts/policy_lag_mean`` / ``_max``, SGD steps).
 ``--deterministic`` is Cleanba's arrangement instead: a sync pool, and sampler and learner
 alternating through queues of one so the learner always learns from the second-latest weights:
-the same seed gives the same losses. Pieces: ``rlfast/algos/appo.py`` (the loss), ``rlfast/algos/sampler.py``
+the same seed gives the same losses. Pieces: ``rlfast/algos/appo.py`` (the loss), ``rlfast/algos/appo_sampler.py``
 (the sampling side), ``rlfast/algos/vtrace.py``;
 the run layer (``rlfast/algos/run.py``) does what every trainer does alike.
 
@@ -45,11 +45,14 @@ from torch import nn
 import rlfast
 from rlfast.algos.appo import APPOArgs, appo_loss, taken_logprobs, update_kl
 from rlfast.algos.episodes import Episodes
-from rlfast.algos.nets import MLPAgent, NatureCNNAgent, RecurrentNatureCNNAgent, set_speed
+from rlfast.algos.nets import MLPAgent, NatureCNNAgent, RecurrentNatureCNNAgent
+from rlfast.algos.speed import set_speed
 from rlfast.algos.ppo import LOSS_NAMES, PPOLoss, adapt_lr
-from rlfast.algos.run import Run, launch
+from rlfast.algos.launch import launch
+from rlfast.algos.run import Run
 from rlfast.algos.runargs import CNNArgs, RunArgs, usage_error, vector_obs_size
-from rlfast.algos.sampler import Sampler, Trajectories, Weights
+from rlfast.algos.appo_sampler import PublishedWeights, Sampler
+from rlfast.algos.appo_trajectories import Trajectories
 
 SCRIPT = "appo.py"
 ATARI_ENV_KWARGS = {"episodic_life": True, "reward_clip": True}
@@ -90,7 +93,7 @@ def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> tor
 
 
 def update(agent: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable[..., PPOLoss], batch: Trajectories,
-           args: Args, weights: Weights, version: int,
+           args: Args, weights: PublishedWeights, version: int,
            generator: Optional[torch.Generator] = None) -> tuple[int, dict[str, torch.Tensor]]:  # fmt: skip
     """One batch's update: ``update_epochs`` passes of ``num_minibatches`` SGD steps over shuffled whole
     trajectories, the loss ``appo_loss`` (V-trace targets under the current weights, PPO's clipped loss;

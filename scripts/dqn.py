@@ -21,14 +21,14 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 import gymnasium as gym
-import numpy as np
 import torch
 from torch import nn
 
 from rlfast.algos.dqn import DQNArgs, ReplayRatio, epsilon_greedy, replay_buffer, soft_update, td_loss
 from rlfast.algos.episodes import Episodes
 from rlfast.algos.replay import ReplayBuffer
-from rlfast.algos.run import Run, launch
+from rlfast.algos.launch import launch
+from rlfast.algos.run import Run
 from rlfast.algos.runargs import RunArgs, usage_error, vector_obs_size
 
 SCRIPT = "dqn.py"

@@ -36,9 +36,10 @@ from torch import nn
 import rlfast
 from rlfast.algos.dqn import DQNArgs, ReplayRatio, epsilon_greedy, replay_buffer, soft_update, td_loss
 from rlfast.algos.episodes import Episodes, game_starts
-from rlfast.algos.nets import FrameNet, set_speed
+from rlfast.algos.speed import FrameNet, set_speed
 from rlfast.algos.replay import ReplayBuffer
-from rlfast.algos.run import Run, launch
+from rlfast.algos.launch import launch
+from rlfast.algos.run import Run
 from rlfast.algos.runargs import OWN_FAMILIES, CNNArgs, RunArgs, check_frames, usage_error
 
 SCRIPT = "dqn_atari.py"

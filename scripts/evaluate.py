@@ -30,7 +30,7 @@ import torch
 import tyro
 
 import rlfast
-from rlfast.algos.checkpoint import load_checkpoint
+from rlfast.algos.checkpoint import load_checkpoint, trainer_of
 from rlfast.algos.contract import contract_problems
 from rlfast.algos.episodes import game_starts
 from rlfast.algos.normalize import ObsNormalizer
@@ -131,10 +131,11 @@ def main(args: Args) -> int:
         ckpt = load_checkpoint(args.checkpoint)
     except ValueError as e:
         raise SystemExit(f"error: {e}") from None
-    script = load_script(ckpt["script"])
+    name = trainer_of(ckpt)  # the script that wrote it, or where that variant has moved
+    script = load_script(name)
     problems = contract_problems(script)
     if problems:
-        raise SystemExit(f"error: {ckpt['script']} cannot be evaluated: {'; '.join(problems)} "
+        raise SystemExit(f"error: {name} cannot be evaluated: {'; '.join(problems)} "
                          "(the contract: rlfast.algos.checkpoint.TrainerScript)")  # fmt: skip
     fields = {f.name for f in dataclasses.fields(script.Args)}
     train_args = script.Args(**{k: v for k, v in ckpt["args"].items() if k in fields})
@@ -154,7 +155,7 @@ def main(args: Args) -> int:
         agent = script.make_agent(train_args, envs.single_observation_space, envs.single_action_space)
         problems = contract_problems(script, agent)
         if problems:
-            raise SystemExit(f"error: {ckpt['script']} cannot be evaluated: {'; '.join(problems)} "
+            raise SystemExit(f"error: {name} cannot be evaluated: {'; '.join(problems)} "
                              "(the contract: rlfast.algos.checkpoint.Policy)")  # fmt: skip
         try:
             agent.load_state_dict(ckpt["models"]["agent"])

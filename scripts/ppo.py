@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 import gymnasium as gym
-import numpy as np
 import torch
 from torch import nn
 
@@ -30,7 +29,8 @@ from rlfast.algos.gae import gae
 from rlfast.algos.nets import MLPAgent
 from rlfast.algos.ppo import (LOSS_NAMES, PPOArgs, PPOLoss, Rollout, adapt_lr, anneal_lr, explained_variance,
                               normalize_advantages, ppo_loss)  # fmt: skip
-from rlfast.algos.run import Run, launch
+from rlfast.algos.launch import launch
+from rlfast.algos.run import Run
 from rlfast.algos.runargs import RunArgs, usage_error, vector_obs_size
 
 SCRIPT = "ppo.py"

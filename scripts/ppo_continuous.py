@@ -37,7 +37,8 @@ from rlfast.algos.gae import gae
 from rlfast.algos.nets import tanh_mlp
 from rlfast.algos.ppo import (LOSS_NAMES, PPOArgs, PPOLoss, Rollout, adapt_lr, anneal_lr, explained_variance,
                               normalize_advantages, ppo_loss)  # fmt: skip
-from rlfast.algos.run import Run, launch
+from rlfast.algos.launch import launch
+from rlfast.algos.run import Run
 from rlfast.algos.runargs import RunArgs, usage_error, vector_obs_size
 
 SCRIPT = "ppo_continuous.py"

@@ -121,7 +121,7 @@ def keeps_the_denormal_mode():
     """Puts this thread's denormal mode (FTZ/DAZ) back after every test: a trainer run in this process may stop
     before the ``with run:`` that would undo its ``--flush-denormals`` (a usage error raised by the trainer's own
     checks), and a test that makes denormals must see them."""
-    from rlfast.algos.nets import denormals_flushed
+    from rlfast.algos.speed import denormals_flushed
 
     flushed = denormals_flushed()
     yield

@@ -1,6 +1,6 @@
 """APPO (asynchronous PPO with V-trace, as in Sample Factory): the algorithm's pieces for ``scripts/appo.py``,
 which holds the update loop; the sampling side (trajectories, the sampler thread, the weights it acts
-with, episode statistics) is ``rlfast/algos/sampler.py`` (Sample Factory's learning / sampling split).
+with, episode statistics) is ``rlfast/algos/appo_sampler.py`` (Sample Factory's learning / sampling split).
 
 APPOArgs        the hyperparameters (scripts/appo.py composes them with RunArgs)
 appo_loss       V-trace targets and PPO's clipped loss on a minibatch of trajectories
@@ -28,11 +28,13 @@ class APPOArgs(Flags):
 
     num_envs: int = 64
     env_batch_size: Optional[int] = None
-    """envs per `recv` of the async pool (None: num_envs // 2, double-buffered sampling; num_envs: sync)"""
+    """envs per `recv` of the async pool: the pool's batch_size, EnvPool's name (None: num_envs // 2,
+    double-buffered sampling; num_envs: sync)"""
     trajectory_length: int = bounded(32, low=1)
     """steps per trajectory (T; Sample Factory's --trajectory-length, which is still accepted)"""
     batch_size: int = bounded(2048, low=1)
-    """samples per learner batch: a whole number of trajectories"""
+    """samples (env steps) per learner batch, a whole number of trajectories: Sample Factory's --batch-size
+    (the pool's batch_size is --env-batch-size)"""
     num_minibatches: int = bounded(2, low=1)
     """SGD steps per batch (minibatches of whole trajectories)"""
     update_epochs: int = bounded(1, low=1)

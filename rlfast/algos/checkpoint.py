@@ -223,6 +223,46 @@ def load_checkpoint(path: PathLike, map_location: Union[str, torch.device, None]
     return ckpt
 
 
+def load_side_file(path: Path, obj: Any, global_step: int) -> Optional[Path]:
+    """On --resume, loads the file saved beside ``checkpoint.pt`` (``Run.save_with_checkpoint``: a replay buffer)
+    into ``obj`` when it was saved with the checkpoint resumed from (``global_step``) or after it (a process killed
+    between the two writes; a note says so); a missing or older one is left with a note (``obj`` stays as it is).
+    Returns its path when it loaded, else None; ValueError (one line) for a file that is unreadable or does not
+    fit ``obj``."""
+    name = path.name
+    if not path.is_file():
+        print(f"note: {path} does not exist: {name} starts empty", flush=True)
+        return None
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        verify(state, path)
+    except Exception as e:  # truncated or corrupt (torch names each kind differently)
+        raise ValueError(f"{path} is not readable ({type(e).__name__}: {str(e)[:120]}); move it away to resume "
+                         f"without it, {name} then starts empty") from None  # fmt: skip
+    saved = state.get("global_step") if isinstance(state, dict) else None
+    if not isinstance(saved, int) or saved < global_step:
+        print(f"note: {path} is from step {saved}, older than the checkpoint (step {global_step}): {name} "
+              "starts empty", flush=True)  # fmt: skip
+        return None
+    if saved > global_step:  # the process ended between writing it and the checkpoint: its data are real
+        print(f"note: {path} is from step {saved:,}, the checkpoint from step {global_step:,} (the run "
+              f"stopped between the two writes): {name} is used as it is", flush=True)  # fmt: skip
+    try:
+        obj.load_state_dict(state["state"])
+    except ValueError as e:
+        raise ValueError(f"{path}: {e} (move the file away to resume without it)") from None
+    return path
+
+
+def trainer_of(ckpt: Mapping[str, Any]) -> str:
+    """The script that continues and evaluates ``ckpt`` today: the one that wrote it, but where a variant has
+    since moved to its own script (``ppo_atari.py --recurrent lstm`` is now ``ppo_atari_lstm.py``)."""
+    script, args = ckpt["script"], ckpt.get("args") or {}
+    if script == "ppo_atari.py" and args.get("recurrent", "none") != "none":
+        return "ppo_atari_lstm.py"
+    return script
+
+
 def restore(
     ckpt: Mapping[str, Any],
     models: Mapping[str, torch.nn.Module],

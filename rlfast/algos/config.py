@@ -18,7 +18,7 @@ from typing import Any, Mapping, Optional, Sequence, TypeVar, Union, get_args, g
 
 import tyro
 
-from rlfast.algos.checkpoint import checkpoint_path, load_checkpoint
+from rlfast.algos.checkpoint import checkpoint_path, load_checkpoint, trainer_of
 from rlfast.algos.distributed import World
 
 try:
@@ -132,8 +132,9 @@ def parse_or_resume(cls: type[T], script: str, argv: Optional[Sequence[str]] = N
         ckpt = load_checkpoint(path)
     except ValueError as e:
         raise SystemExit(f"error: --resume: {e}") from None
-    if ckpt["script"] != script:
-        raise SystemExit(f"error: --resume: {path} was written by {ckpt['script']}, not {script}")
+    if trainer_of(ckpt) != script:
+        moved = "" if trainer_of(ckpt) == ckpt["script"] else f" (that run now goes on in {trainer_of(ckpt)})"
+        raise SystemExit(f"error: --resume: {path} was written by {ckpt['script']}{moved}, not {script}")
     saved = checkpoint_args(cls, path, ckpt)
     args = parse_args(cls, argv, base=saved)
     if getattr(args, "env_id", ckpt["env_id"]) != ckpt["env_id"]:

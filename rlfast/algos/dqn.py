@@ -39,7 +39,8 @@ class DQNArgs(Flags):
     target_network_frequency: int = bounded(500, low=1)
     """env steps between target network updates"""
     batch_size: int = bounded(128, low=1)
-    """the batch size of samples from the replay memory"""
+    """transitions sampled from the replay memory per gradient step: CleanRL's --batch-size (not the pool's
+    batch_size, envs per recv)"""
     start_e: float = bounded(1.0, low=0, high=1)
     """the starting epsilon for exploration"""
     end_e: float = bounded(0.05, low=0, high=1)
@@ -51,7 +52,8 @@ class DQNArgs(Flags):
     replay_ratio: float = bounded(12.8, low=0, low_open=True)
     """sampled transitions per env step: batch_size x gradient steps / env steps (CleanRL: 128 every 10 steps)"""
     num_steps: int = bounded(100, low=1)
-    """vector steps per iteration (what one log line and one checkpoint-schedule tick cover)"""
+    """steps per env per iteration, as PPO's --num-steps (what one log line and one checkpoint-schedule tick
+    cover)"""
     double_dqn: bool = False
     """Double DQN targets: the online network picks the next action, the target network values it"""
     n_step: int = bounded(1, low=1)

@@ -65,6 +65,8 @@ class PPOArgs(Flags):
 
     @property
     def batch_size(self) -> int:
+        """Steps per rollout, num_envs x num_steps: CleanRL's batch_size (not a flag; not the pool's batch_size,
+        envs per recv)."""
         return self.num_envs * self.num_steps
 
     @property

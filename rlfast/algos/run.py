@@ -19,71 +19,37 @@ for the rest. It never calls back into the trainer::
         return run.exit_code
 
     if __name__ == "__main__":
-        launch(main, Args, "my_trainer.py")
+        launch(main, Args, "my_trainer.py")      # rlfast/algos/launch.py
 
-``Run(...)`` checks every flag (``RunArgs.validate``, extended by each Args class) and the task's
-family, and ends the process with one ``error: ...`` line per problem before anything is created;
-then seeds python, numpy and torch, sets cudnn's determinism and torch's CPU threads, and picks
-the device. ``make_env`` turns a pool's ValueError (bad env option) into such a line too, and
-closes its pools when the run ends. ``with run:`` creates the run dir and its ``RunLog``, prints
-the header line, and on leaving writes ``checkpoint.pt`` and the profile table; on Ctrl-C (SIGINT,
-even when the trainer was started with it ignored, or SIGTERM) it saves ``checkpoint.pt`` (latest
-weights, progress of the last completed iteration), closes the pools and sets ``exit_code`` to 130
-(143 for SIGTERM). ``save_with_checkpoint`` adds a file (a replay buffer) that
-is saved next to every ``checkpoint.pt`` and restored with it. ``end_iteration`` logs, prints the progress line, writes
-the checkpoints ``CheckpointSchedule`` asks for and ends the loop at the last iteration or once
-``--target-return`` is reached.
+``Run(...)`` checks every flag and the task's family (one ``error: ...`` line per problem, before anything is
+created), then starts the process (``launch.start_process``: seeds, threads, device). ``make_env`` closes its
+pools when the run ends. ``with run:`` creates the run dir and its ``RunLog``; on leaving it writes
+``checkpoint.pt`` and the profile table, and on Ctrl-C or SIGTERM saves ``checkpoint.pt`` (latest weights,
+progress of the last completed iteration), closes the pools and sets ``exit_code`` to 130 (143).
+``save_with_checkpoint`` adds a file (a replay buffer) saved beside every ``checkpoint.pt`` and restored with
+it. ``end_iteration`` logs, prints the progress line, writes the checkpoints ``CheckpointSchedule`` asks for
+and ends the loop at the last iteration or once ``--target-return`` is reached.
 """
 
 import dataclasses
-import functools
-import gc
-import random
-import sys
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, NoReturn, Optional, Sequence, TypeVar
+from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, TypeVar
 
-import numpy as np
 import torch
 
 import rlfast
 from rlfast.algos import distributed
-from rlfast.algos.checkpoint import (CheckpointSchedule, CheckpointWriteError, make_checkpoint, restore,
-                                     save_checkpoint, verify)  # fmt: skip
-from rlfast.algos.config import parse_or_resume
+from rlfast.algos.checkpoint import (CheckpointSchedule, CheckpointWriteError, load_side_file, make_checkpoint,
+                                     restore, save_checkpoint)  # fmt: skip
 from rlfast.algos.distributed import World
-from rlfast.algos.nets import FrameNet, denormals_flushed, flush_denormals, native_bf16
+from rlfast.algos.launch import start_process
+from rlfast.algos.speed import compiled, describe_speed
 from rlfast.algos.profiling import SectionTimer
-from rlfast.algos.runargs import RunArgs, flushes_denormals, run_problems, speed_options, usage_error
+from rlfast.algos.runargs import RunArgs, run_problems, speed_options, usage_error
 from rlfast.algos.runlog import RunLog, run_dir_name
 from rlfast.algos.signals import Interrupts
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def launch(main: Callable[..., int], args_type: type, script: str) -> NoReturn:
-    """A trainer's ``__main__``: ``main(*parse_or_resume(args_type, script))``, then ``finish`` with its exit code.
-    Ctrl-C before the run has started (parsing, building the envs) or while ``with run:`` writes its last
-    checkpoint (a second Ctrl-C) ends the process with one line and status 130: checkpoints are written
-    atomically, so the run dir keeps the last one that was complete."""
-    try:
-        code = main(*parse_or_resume(args_type, script))
-    except KeyboardInterrupt:
-        print("\ninterrupted: no checkpoint written now (the run dir keeps the last complete one, if any)",
-              file=sys.stderr, flush=True)  # fmt: skip
-        code = 130
-    finish(code)
-
-
-def finish(exit_code: int) -> NoReturn:
-    """Ends a trainer's process with ``exit_code`` without the interpreter's last full garbage collection.
-
-    With torch loaded that collection takes seconds and frees nothing a process that is ending needs: it was
-    ~3 s of the ~3.7 s between a CartPole ``ppo.py`` run's last line and its exit on the 2-core machine (both
-    cores busy with other work). ``gc.freeze()`` takes every object out of its reach; everything that must reach
-    disk (checkpoints, the run log) is closed before ``main`` returns, and atexit handlers still run."""
-    gc.freeze()
-    sys.exit(exit_code)
 
 
 class Run:
@@ -125,29 +91,11 @@ class Run:
 
         self.args, self.script, self.ckpt = args, script, ckpt
         self.num_iterations, self.steps_per_iteration = iterations, steps_per_iteration
-        random.seed(args.seed)
-        np.random.seed(args.seed)
-        torch.manual_seed(args.seed)
-        torch.backends.cudnn.deterministic = args.torch_deterministic
-        if args.torch_threads or self.world.distributed:
-            torch.set_num_threads(args.torch_threads or self.world.cpu_share())
-        cuda = torch.cuda.is_available() and args.cuda
-        self.device = torch.device(f"cuda:{self.world.local_rank}" if cuda and self.world.distributed
-                                   else "cuda" if cuda else "cpu")  # fmt: skip
-        if cuda and self.world.distributed:
-            torch.cuda.set_device(self.device)
-        if getattr(args, "bf16", False) and not native_bf16(self.device) and self.world.is_main:
-            print(f"note: --bf16 on {self.device.type}, which has no native bfloat16 (AVX512-BF16 / AMX): bfloat16's "
-                  "numerics in float32 kernels (values rounded to bfloat16), no faster", flush=True)  # fmt: skip
-        flush = flushes_denormals(args, self.device)
-        self._restore_denormals = flush and not denormals_flushed()  # this thread's mode, put back at the end
-        self.flush_denormals = flush and flush_denormals()
-        """torch's CPU threads treat denormals as 0 (``nets.flush_denormals``): set before any of them starts"""
-        if flush and not self.flush_denormals and self.world.is_main:
-            print("note: --flush-denormals: not every CPU thread of torch's flushes denormals (the CPU lacks "
-                  "FTZ/DAZ, or the threads started before the run)", flush=True)  # fmt: skip
+        self.device, self.flush_denormals, self._restore_denormals = start_process(args, self.world)
+        """the device; whether torch's CPU threads treat denormals as 0 (``speed.flush_denormals``); whether this
+        thread's mode is put back at the end"""
         self.speed = speed_options(args, self.device)
-        """the CNN's speed options (``nets.set_speed(model, **run.speed)``): the flags, and --auto-speed's picks"""
+        """the CNN's speed options (``speed.set_speed(model, **run.speed)``): the flags, and --auto-speed's picks"""
         distributed.init_process_group(self.world, self.device)
         self.env_shard = self.world.shard(args.num_envs)
         """this rank's envs among all ranks' (all of them in one process)"""
@@ -212,15 +160,9 @@ class Run:
         self.pools.append(pool)
         return pool
 
-    def track(
-        self,
-        *,
-        models: Mapping[str, torch.nn.Module],
-        optimizers: Optional[Mapping[str, torch.optim.Optimizer]] = None,
-        normalizers: Optional[Mapping[str, Any]] = None,
-        env_kwargs: Optional[Mapping[str, Any]] = None,
-        eval_env_kwargs: Optional[Mapping[str, Any]] = None,
-    ) -> None:
+    def track(self, *, models: Mapping[str, torch.nn.Module], optimizers: Optional[Mapping[str, Any]] = None,
+              normalizers: Optional[Mapping[str, Any]] = None, env_kwargs: Optional[Mapping[str, Any]] = None,
+              eval_env_kwargs: Optional[Mapping[str, Any]] = None) -> None:  # fmt: skip
         """Names what every checkpoint holds (see rlfast.algos.checkpoint) and, on --resume, loads the
         checkpoint's states into these objects and the global RNGs. Call once, before ``compile``."""
         self._state = {"models": models, "optimizers": optimizers, "normalizers": normalizers,
@@ -244,46 +186,15 @@ class Run:
         self._side[name] = obj
         if self.ckpt is None:
             return None
-        path = self.run_dir / name
-        if not path.is_file():
-            print(f"note: {path} does not exist: {name} starts empty", flush=True)
-            return None
         try:
-            state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-            verify(state, path)
-        except Exception as e:  # truncated or corrupt (torch names each kind differently)
-            self.abandon()
-            raise usage_error(f"{path} is not readable ({type(e).__name__}: {str(e)[:120]}); move it away to resume "
-                              f"without it, {name} then starts empty") from None  # fmt: skip
-        saved = state.get("global_step") if isinstance(state, dict) else None
-        if not isinstance(saved, int) or saved < self.global_step:
-            print(f"note: {path} is from step {saved}, older than the checkpoint (step {self.global_step}): {name} "
-                  "starts empty", flush=True)  # fmt: skip
-            return None
-        if saved > self.global_step:  # the process ended between writing it and the checkpoint: its data are real
-            print(f"note: {path} is from step {saved:,}, the checkpoint from step {self.global_step:,} (the run "
-                  f"stopped between the two writes): {name} is used as it is", flush=True)  # fmt: skip
-        try:
-            obj.load_state_dict(state["state"])
+            return load_side_file(self.run_dir / name, obj, self.global_step)
         except ValueError as e:
-            raise usage_error(f"{path}: {e} (move the file away to resume without it)") from None
-        return path
+            self.abandon()
+            raise usage_error(str(e)) from None
 
     def compile(self, fn: F) -> F:
-        """``fn`` as --compile / --cudagraphs ask: unchanged, ``torch.compile``d, or compiled with CUDA
-        graphs (mode "reduce-overhead"), each call then marking a new graph step."""
-        if not (self.args.compile or self.args.cudagraphs):
-            return fn
-        compiled = torch.compile(fn, mode="reduce-overhead" if self.args.cudagraphs else None)
-        if not self.args.cudagraphs:
-            return compiled
-
-        @functools.wraps(fn)
-        def graph_step(*args: Any, **kwargs: Any) -> Any:
-            torch.compiler.cudagraph_mark_step_begin()
-            return compiled(*args, **kwargs)
-
-        return graph_step  # type: ignore[return-value]
+        """``fn`` as --compile / --cudagraphs ask (``speed.compiled``)."""
+        return compiled(fn, self.args.compile, self.args.cudagraphs)
 
     def save(self, name: str) -> Path:
         """Writes ``run_dir/name`` atomically: the tracked state now, the progress of the last completed iteration
@@ -320,19 +231,12 @@ class Run:
             self.log = RunLog(self.run_dir, dataclasses.asdict(self.args), total_steps, start_step=self.global_step)
             pools = " + ".join(repr(p) for p in self.pools)
             ranks = f"  ranks: {self.world.world_size} (this one's pools:)" if self.world.distributed else ""
-            print(f"run dir: {self.run_dir}  device: {self.device}{ranks}  {pools}{self._cnn_speed()}", flush=True)
+            print(f"run dir: {self.run_dir}  device: {self.device}{ranks}  {pools}{self._speed_note()}", flush=True)
         return self
 
-    def _cnn_speed(self) -> str:
-        """``  cnn: channels-last + bf16`` (what the tracked models' FrameNets run with), or "" without one."""
-        nets = [m for model in self._state["models"].values() for m in model.modules() if isinstance(m, FrameNet)]
-        if not nets:
-            return ""
-        bf16 = "bf16 (rounded in float32)" if nets[0].round_bf16 else "bf16"
-        picked = [name for name, on in (("channels-last", nets[0].channels_last), (bf16, nets[0].bf16)) if on]
-        picked += ["denormals flushed"] if self.flush_denormals else []
-        auto = " (--auto-speed)" if getattr(self.args, "auto_speed", False) and self.device.type == "cpu" else ""
-        return f"  cnn: {' + '.join(picked) or 'float32 NCHW'}{auto}"
+    def _speed_note(self) -> str:
+        auto = getattr(self.args, "auto_speed", False) and self.device.type == "cpu"
+        return describe_speed(self._state["models"].values(), self.flush_denormals, auto)
 
     def iterations(self) -> Iterator[int]:
         """The iteration numbers still to run (1-based, after the checkpoint's); starts each one's timer.
@@ -406,10 +310,7 @@ class Run:
                 self.exit_code = 128 + self._interrupts.signum
         finally:
             self._interrupts.restore()
-            if self._restore_denormals:
-                torch.set_flush_denormal(False)
-            for pool in self.pools:
-                pool.close()
+            self.abandon()  # this thread's denormal mode back, the pools closed
             if self.log is not None:
                 self.log.close()
             if exc_type is None:

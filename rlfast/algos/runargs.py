@@ -14,7 +14,7 @@ import torch
 import rlfast
 from rlfast.algos.distributed import World
 from rlfast.algos.flags import Flags, bounded
-from rlfast.algos.nets import native_bf16
+from rlfast.algos.speed import native_bf16
 
 
 @dataclass
@@ -81,13 +81,13 @@ class CNNArgs(Flags):
     """runs checkpointed before --auto-speed existed resume as they ran"""
     channels_last: bool = False
     """keep the CNN's weights and activations channels-last (NHWC), which oneDNN's
-    CPU convolutions run faster (nets.FrameNet)"""
+    CPU convolutions run faster (speed.FrameNet)"""
     bf16: bool = False
     """run the CNN under a bfloat16 autocast, its output and the losses float32
     (fast on a CPU with AVX512-BF16 or AMX and on bf16 GPUs; elsewhere bfloat16's numerics at float32's speed:
-    float32 kernels on values rounded to bfloat16, nets.FrameNet.round_bf16; a note says so)"""
+    float32 kernels on values rounded to bfloat16, speed.FrameNet.round_bf16; a note says so)"""
     flush_denormals: bool = False
-    """treat float32 values below 1.2e-38 as 0 on the CPU (FTZ/DAZ, nets.flush_denormals): Adam's moments of
+    """treat float32 values below 1.2e-38 as 0 on the CPU (FTZ/DAZ, speed.flush_denormals): Adam's moments of
     weights whose gradient stays 0 decay into that range, where each costs the CPU a microcode assist"""
     auto_speed: bool = True
     """Atari (Nature CNN) trainers on a CPU: also turn on what pays there and learns the same (README "Training
@@ -152,7 +152,7 @@ def run_problems(
 
 
 def speed_options(args: Any, device: torch.device) -> dict[str, bool]:
-    """The CNN speed options a run uses (``nets.set_speed``'s keywords): the flags given, and with
+    """The CNN speed options a run uses (``speed.set_speed``'s keywords): the flags given, and with
     ``--auto-speed`` on a CPU channels-last plus bfloat16 where the CPU has it natively (``native_bf16``);
     ``--bf16`` on a device without it runs bfloat16's numerics in float32 (``FrameNet.round_bf16``)."""
     if not isinstance(args, CNNArgs):
@@ -164,7 +164,7 @@ def speed_options(args: Any, device: torch.device) -> dict[str, bool]:
 
 
 def flushes_denormals(args: Any, device: torch.device) -> bool:
-    """Whether a run flushes denormals (``nets.flush_denormals``): ``--flush-denormals``, or ``--auto-speed``
+    """Whether a run flushes denormals (``speed.flush_denormals``): ``--flush-denormals``, or ``--auto-speed``
     on a CPU for an Atari task (where a CNN trains; classic control and MuJoCo keep gymnasium's numerics)."""
     if not isinstance(args, CNNArgs):
         return False

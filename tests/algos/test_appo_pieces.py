@@ -1,5 +1,5 @@
-"""APPO's pieces (rlfast/algos/appo.py, rlfast/algos/sampler.py): trajectories assembled from async result
-batches against the streams that made them, the learner's weights reaching the sampler (immediate and
+"""APPO's pieces (rlfast/algos/appo.py, appo_sampler.py, appo_trajectories.py): trajectories assembled from async
+result batches against the streams that made them, the learner's weights reaching the sampler (immediate and
 alternating), the sampler's exception surfacing on the learner's side, episode statistics of env subsets, and
 the masked loss."""
 
@@ -15,7 +15,8 @@ from rlfast.algos.appo import APPOArgs, appo_loss, taken_logprobs, update_kl
 from rlfast.algos.nets import MLPAgent
 from rlfast.algos.runargs import RunArgs
 from rlfast.algos.episodes import Episodes
-from rlfast.algos.sampler import Sampler, Stopped, Trajectories, TrajectoryBuilder, Weights
+from rlfast.algos.appo_sampler import PublishedWeights, Sampler, Stopped
+from rlfast.algos.appo_trajectories import Trajectories, TrajectoryBuilder
 
 
 @dataclass
@@ -75,7 +76,7 @@ def test_builder_assembles_each_envs_steps_in_order_from_async_batches():
 def test_weights_immediate_and_alternating():
     agent = MLPAgent(4, 2)
     stop = threading.Event()
-    w = Weights(agent, alternating=False, stop=stop)
+    w = PublishedWeights(agent, alternating=False, stop=stop)
     with torch.no_grad():
         agent.actor[0].weight.add_(1.0)
     assert not torch.equal(w.acting.actor[0].weight, agent.actor[0].weight)
@@ -84,7 +85,7 @@ def test_weights_immediate_and_alternating():
     assert not w.acting.actor[0].weight.requires_grad
 
     # Alternating: rollouts 1 and 2 act with the initial weights, rollout i with those after batch i - 2.
-    w = Weights(agent, alternating=True, stop=stop)
+    w = PublishedWeights(agent, alternating=True, stop=stop)
     initial = agent.actor[0].weight.clone()
     w.start_rollout()
     w.start_rollout()

@@ -81,7 +81,7 @@ def test_collect_counts_whole_atari_games_of_env_subsets():
 
 
 def test_record_of_two_column_slices_equals_record_of_all_envs():
-    """ppo_atari --overlap records each half of the envs into its columns: the table must be the whole pool's."""
+    """A caller that records its envs in parts (columns ``envs`` of the table) makes the whole pool's table."""
     torch.manual_seed(0)
     T, B = 6, 4
     whole, halves = Episodes(B, atari=True, rows=T), Episodes(B, atari=True, rows=T)

@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlfast.algos.nets import FrameNet, NatureCNNAgent, native_bf16, set_speed
+from rlfast.algos.nets import NatureCNNAgent
+
+from rlfast.algos.speed import FrameNet, native_bf16, set_speed
 
 ROOT = Path(__file__).resolve().parents[2]
 BF16_PATHS = pytest.mark.parametrize("round_bf16", [False, True], ids=["autocast", "rounded"])
@@ -245,7 +247,7 @@ import sys, torch
 torch.set_num_threads(2)
 if sys.argv[1] == "late":
     torch.ones(1 << 20).mul_(2.0)  # starts the pool's threads before the flush
-from rlfast.algos.nets import denormals_flushed, flush_denormals
+from rlfast.algos.speed import denormals_flushed, flush_denormals
 before = denormals_flushed()
 print(before, flush_denormals(), denormals_flushed())
 """
@@ -261,7 +263,7 @@ print(before, flush_denormals(), denormals_flushed())
 def test_flushed_denormals_leave_adams_weights_as_they_were():
     # Adam's moments of a weight whose gradient stays 0 decay into the denormals; flushing them to 0 changes
     # no weight (such a moment moves its weight by far less than the weight's last bit)
-    from rlfast.algos.nets import denormals_flushed
+    from rlfast.algos.speed import denormals_flushed
 
     def steps(flush):
         torch.manual_seed(0)
@@ -322,16 +324,16 @@ def test_rounded_bf16_computes_the_autocasts_numbers(channels_last):
 
 
 def test_the_bf16_optimizer_hook_is_registered_only_once_bf16_is_on():
-    """nets.py counts fused optimizer steps for FrameNet's bf16 weight cache: a process-wide hook that a run
+    """speed.py counts fused optimizer steps for FrameNet's bf16 weight cache: a process-wide hook that a run
     without bf16 must not get (a fresh interpreter, so no other test has turned bf16 on before)."""
     code = (
         "import torch\n"
         "from torch.optim import optimizer as o\n"
-        "from rlfast.algos import nets\n"
+        "from rlfast.algos import nets, speed\n"
         "before = len(o._global_optimizer_post_hooks)\n"
-        "net = nets.set_speed(nets.NatureCNNAgent(4, 6))\n"
+        "net = speed.set_speed(nets.NatureCNNAgent(4, 6))\n"
         "plain = len(o._global_optimizer_post_hooks)\n"
-        "nets.set_speed(net, bf16=True); nets.set_speed(nets.NatureCNNAgent(4, 6), bf16=True)\n"
+        "speed.set_speed(net, bf16=True); speed.set_speed(nets.NatureCNNAgent(4, 6), bf16=True)\n"
         "print(before, plain, len(o._global_optimizer_post_hooks))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -147,7 +147,7 @@ def test_compile_is_the_identity_unless_asked(tmp_path):
 
 
 def test_bf16_without_native_support_says_it_rounds_in_float32(tmp_path, capsys):
-    from rlfast.algos.nets import native_bf16
+    from rlfast.algos.speed import native_bf16
 
     run = make_run(tmp_path, bf16=True)
     note = "note: --bf16 on cpu, which has no native bfloat16 (AVX512-BF16 / AMX): bfloat16's numerics in float32"
@@ -159,7 +159,8 @@ def test_bf16_without_native_support_says_it_rounds_in_float32(tmp_path, capsys)
 
 
 def test_auto_speed_picks_channels_last_and_native_bf16_on_a_cpu_only(tmp_path, capsys):
-    from rlfast.algos.nets import NatureCNNAgent, native_bf16, set_speed
+    from rlfast.algos.nets import NatureCNNAgent
+    from rlfast.algos.speed import native_bf16, set_speed
     from rlfast.algos.runargs import speed_options
 
     cpu, native = torch.device("cpu"), native_bf16(torch.device("cpu"))
@@ -193,7 +194,7 @@ def test_auto_speed_picks_channels_last_and_native_bf16_on_a_cpu_only(tmp_path, 
     ("CartPole-v1", False, True, True),  # --flush-denormals asks for it anywhere
 ])  # fmt: skip
 def test_denormals_are_flushed_during_the_run_and_restored_after(tmp_path, env_id, auto_speed, flush, flushed):
-    from rlfast.algos.nets import denormals_flushed
+    from rlfast.algos.speed import denormals_flushed
 
     assert not denormals_flushed()
     run = make_run(tmp_path, env_id=env_id, auto_speed=auto_speed, flush_denormals=flush)
@@ -206,7 +207,7 @@ def test_denormals_are_flushed_during_the_run_and_restored_after(tmp_path, env_i
 def test_finish_exits_with_the_code_after_the_atexit_handlers(tmp_path):
     """The trainers end with ``finish(main(...))``: their exit status is main's, atexit handlers still run
     (the interpreter's last garbage collection is what it skips)."""
-    script = ("import atexit, sys\nfrom rlfast.algos.run import finish\n"
+    script = ("import atexit, sys\nfrom rlfast.algos.launch import finish\n"
               "atexit.register(lambda: print('atexit ran', flush=True))\nfinish(3)\n")  # fmt: skip
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert proc.returncode == 3 and proc.stdout == "atexit ran\n", (proc.returncode, proc.stdout, proc.stderr)

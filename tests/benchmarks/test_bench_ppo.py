@@ -56,8 +56,9 @@ def test_speed_options_are_contenders_of_their_own(tmp_path, load_bench):
     assert list(results) == ["rlfast", "rlfast+cl"] and all(r["sps"] > 0 for r in results.values())
     bench_ppo = load_bench("bench_ppo.py")
     args = bench_ppo.Args()
-    cmd = bench_ppo.contender_command("rlfast-overlap+cl+compile", args, 8, tmp_path)
-    assert cmd[-4:] == ["--overlap", "--no-auto-speed", "--channels-last", "--compile"] and "--bf16" not in cmd
+    cmd = bench_ppo.contender_command("rlfast-lstm+cl+compile", args, 8, tmp_path)
+    assert cmd[1].endswith("ppo_atari_lstm.py") and "--bf16" not in cmd
+    assert cmd[-5:] == ["--recurrent", "lstm", "--no-auto-speed", "--channels-last", "--compile"]
     assert "--channels-last" not in bench_ppo.contender_command("rlfast", args, 8, tmp_path)
 
 

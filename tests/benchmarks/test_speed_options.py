@@ -6,8 +6,8 @@ import pytest
 def test_split_and_unknown(load_bench):
     so = load_bench("speed_options.py")
     assert so.split("rlfast") == ("rlfast", ["--no-auto-speed"])  # float32 NCHW eager: only the options named
-    assert so.split("rlfast-overlap+cl+compile") == ("rlfast-overlap", ["--no-auto-speed", "--channels-last",
-                                                                        "--compile"])  # fmt: skip
+    assert so.split("rlfast-lstm+cl+compile") == ("rlfast-lstm", ["--no-auto-speed", "--channels-last",
+                                                                  "--compile"])  # fmt: skip
     assert so.split("rlfast+auto") == ("rlfast", ["--auto-speed"])  # the trainers' defaults
     with pytest.raises(KeyError):
         so.split("rlfast+turbo")
@@ -20,7 +20,7 @@ def test_split_and_unknown(load_bench):
 
 def test_every_option_is_a_flag_of_the_atari_trainers(load_bench, load_script):
     so = load_bench("speed_options.py")
-    for script in ("ppo_atari.py", "dqn_atari.py", "appo.py"):
+    for script in ("ppo_atari.py", "ppo_atari_lstm.py", "dqn_atari.py", "appo.py"):
         fields = load_script(script).Args.__dataclass_fields__
         for flag in so.OPTIONS.values():
             assert flag[2:].replace("-", "_") in fields, (script, flag)

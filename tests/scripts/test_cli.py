@@ -22,11 +22,11 @@ import torch
 
 from rlfast.algos.checkpoint import load_checkpoint, make_checkpoint, save_checkpoint
 from rlfast.algos.config import parse_or_resume
-from rlfast.algos.nets import denormals_flushed
+from rlfast.algos.speed import denormals_flushed
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"
-TRAINERS = ("ppo.py", "ppo_atari.py", "ppo_continuous.py", "dqn.py", "dqn_atari.py", "appo.py")
+TRAINERS = ("ppo.py", "ppo_atari.py", "ppo_atari_lstm.py", "ppo_continuous.py", "dqn.py", "dqn_atari.py", "appo.py")
 
 
 def load(name):
@@ -92,7 +92,7 @@ BAD_FLAGS = [
     ("ppo.py", ["--learning-rate", "0"], "--learning-rate must be > 0, got 0.0"),
     ("ppo.py", ["--num-threads", "0"], "--num-threads must be >= 1 (or left out), got 0"),
     ("ppo_continuous.py", ["--hidden-size", "0"], "--hidden-size must be > 0, got 0"),
-    ("ppo_atari.py", ["--num-envs", "3", "--overlap"], "--num-envs 3 must be even"),
+    ("ppo_atari_lstm.py", ["--num-envs", "6"], "--num-envs 6 must split into --num-minibatches 4"),
     ("ppo.py", ["--resume", "nowhere/checkpoint.pt"], "--resume: no checkpoint at nowhere/checkpoint.pt: no such file"),
     ("dqn.py", ["--env-id", "Pendulum-v1"], "Pendulum-v1 has a Box action space; dqn.py needs Discrete"),
     ("dqn.py", ["--env-id", "Breakout-v5"], f"dqn.py trains classic_control tasks {OWN}; Breakout-v5 is from"),

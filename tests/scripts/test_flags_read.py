@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-TRAINERS = ["ppo.py", "ppo_atari.py", "ppo_continuous.py", "appo.py", "dqn.py", "dqn_atari.py"]
+TRAINERS = ["ppo.py", "ppo_atari.py", "ppo_atari_lstm.py", "ppo_continuous.py", "appo.py", "dqn.py", "dqn_atari.py"]
 RUN_LAYER = ["run.py", "runargs.py", "config.py", "distributed.py"]
 
 
@@ -48,4 +48,5 @@ def test_help_lists_the_args_fields(script):
                          timeout=120, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"}).stdout  # fmt: skip
     assert "--total-timesteps" in out and "--seed" in out
     cnn = "--channels-last" in out
-    assert cnn == (script in ("ppo_atari.py", "dqn_atari.py", "appo.py")), "the CNN speed flags only where a CNN is"
+    cnn_trainers = ("ppo_atari.py", "ppo_atari_lstm.py", "dqn_atari.py", "appo.py")
+    assert cnn == (script in cnn_trainers), "the CNN speed flags only where a CNN is"

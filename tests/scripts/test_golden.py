@@ -26,6 +26,9 @@ every combination of ATen / oneDNN / MKL instruction sets of the CPUs measured s
 golden file under ``"spread"``: ``python3 tests/scripts/test_golden.py spread --update`` runs each case under
 each combination this CPU offers, prints each group's spread beside its tolerance and widens the record.
 Measured so far: the recording CPU (AMD Zen 5, AVX-512) against an AMD EPYC with AVX2 (8 combinations). The
+``ppo_atari_lstm`` case (recorded from ``ppo_atari.py --recurrent lstm`` before the recurrent PPO became its own
+script) on an AMD EPYC with AVX-512 and AVX512-BF16 (36 combinations), its record widened to ``ppo_atari``'s group
+by group: the same CNN, and no AMX kernel has run it yet. The
 Atari cases spread most (optimizer state 5.7e-3, weights 3.5e-4: Adam normalizes Breakout's tiny early
 gradients, so their last bits move whole updates), the MLP cases least (weights < 1e-6).
 ``test_a_clip_coefficient_change_fails_the_trace`` proves the tolerances still catch a one-line change of the
@@ -62,16 +65,16 @@ CASES = {
     "ppo": ["ppo.py", "--num-envs", "4", "--num-steps", "64", "--total-timesteps", "768"],
     "ppo_atari": ["ppo_atari.py", "--env-id", "Breakout-v5", "--num-envs", "2", "--num-steps", "64",
                   "--total-timesteps", "512"],
-    "ppo_atari_overlap": ["ppo_atari.py", "--env-id", "Breakout-v5", "--num-envs", "2", "--num-steps", "64",
-                          "--total-timesteps", "512", "--overlap"],
+    "ppo_atari_lstm": ["ppo_atari_lstm.py", "--env-id", "Breakout-v5", "--num-envs", "2", "--num-steps", "64",
+                       "--num-minibatches", "2", "--total-timesteps", "512"],
     "ppo_continuous": ["ppo_continuous.py", "--env-id", "Hopper-v5", "--num-envs", "2", "--num-steps", "64",
                        "--num-minibatches", "4", "--update-epochs", "2", "--total-timesteps", "384"],
 }  # fmt: skip
 FP32 = ["--no-auto-speed"]
 """the recorded path, float32 NCHW, on every CPU, for the CNN trainers (not part of the recorded command: it was
 the default then; the others have no CNN speed flags)"""
-DISCRETE = {"ppo", "ppo_atari", "ppo_atari_overlap"}  # integer rewards: returns compared exactly
-CLIP_COEF = {"ppo": 0.2, "ppo_atari": 0.1, "ppo_atari_overlap": 0.1, "ppo_continuous": 0.2}  # the scripts' defaults
+DISCRETE = {"ppo", "ppo_atari", "ppo_atari_lstm"}  # integer rewards: returns compared exactly
+CLIP_COEF = {"ppo": 0.2, "ppo_atari": 0.1, "ppo_continuous": 0.2}  # the scripts' defaults
 
 MARGIN = 10  # tolerance = MARGIN x the measured spread of the quantity's group
 FLOOR = 1e-5  # ... and at least this, for groups that agreed to the last float32 bit on every kernel measured
@@ -98,7 +101,7 @@ def trace(case: str, workdir: Path, env: Optional[dict] = None, extra: tuple[str
     flags appended, and returns its trace (see the module docstring)."""
     script, *args = CASES[case]
     env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
-    fp32 = FP32 if script == "ppo_atari.py" else []
+    fp32 = FP32 if script in ("ppo_atari.py", "ppo_atari_lstm.py") else []
     cmd = [sys.executable, str(ROOT / "scripts" / script), *args, *COMMON, *fp32, *extra]
     proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -260,12 +263,12 @@ def kernel_settings() -> list[dict[str, str]]:
     return [{"ATEN_CPU_CAPABILITY": a, "ONEDNN_MAX_CPU_ISA": o, "MKL_ENABLE_INSTRUCTIONS": m} for a, o, m in combos]
 
 
-def spread(jobs: int, update: bool) -> None:
+def spread(jobs: int, update: bool, cases: list[str]) -> None:
     """Runs every case under every kernel setting of this CPU, prints each group's largest error against the
     recorded trace (the spread) beside its tolerance, and with ``update`` raises each golden file's recorded
     spread to it (so the record is the widest spread of every CPU it was measured on)."""
     settings = kernel_settings()
-    print(f"{len(settings)} kernel settings x {len(CASES)} cases on this CPU (ATen: "
+    print(f"{len(settings)} kernel settings x {len(cases)} cases on this CPU (ATen: "
           f"{torch.backends.cpu.get_cpu_capability()}), {jobs} at a time", flush=True)  # fmt: skip
 
     def one(run: tuple[str, dict]) -> tuple[str, dict, dict]:
@@ -273,10 +276,10 @@ def spread(jobs: int, update: bool) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             return case, setting, trace(case, Path(tmp), env=setting)
 
-    measured = {case: {} for case in CASES}  # case -> group -> (error, quantity, setting)
+    measured = {case: {} for case in cases}  # case -> group -> (error, quantity, setting)
     failed = False
     with ThreadPoolExecutor(jobs) as pool:
-        for case, setting, got in pool.map(one, itertools.product(sorted(CASES), settings)):
+        for case, setting, got in pool.map(one, itertools.product(sorted(cases), settings)):
             want, where = recorded(case), " ".join(f"{k}={v}" for k, v in setting.items())
             if exact := exact_mismatches(case, got, want):
                 print(f"{case} [{where}]: an exact quantity differs: {exact}")
@@ -302,5 +305,6 @@ if __name__ == "__main__":
     parser.add_argument("command", choices=["spread"])
     parser.add_argument("--jobs", type=int, default=os.cpu_count(), help="cases run at once (one core each)")
     parser.add_argument("--update", action="store_true", help="widen the spread recorded in the golden files")
+    parser.add_argument("--cases", nargs="+", choices=sorted(CASES), default=sorted(CASES), help="these cases only")
     cli = parser.parse_args()
-    spread(cli.jobs, cli.update)
+    spread(cli.jobs, cli.update, cli.cases)

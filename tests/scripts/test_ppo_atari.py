@@ -1,7 +1,7 @@
 """scripts/ppo_atari.py end to end with seconds-long budgets: run dir, tensorboard tags, full-game episode
-stats, checkpoints, evaluate.py (whole games, raw scores), --resume, preset + override, Ctrl-C, both
---overlap and --no-overlap, and clear errors. The episode statistics themselves are checked against
-CleanRL's bookkeeping in tests/algos/test_episodes.py."""
+stats, checkpoints, evaluate.py (whole games, raw scores), --resume (also of checkpoints written before --overlap
+and --recurrent left this script), preset + override, Ctrl-C, and clear errors. The episode statistics themselves
+are checked against CleanRL's bookkeeping in tests/algos/test_episodes.py."""
 
 import importlib.util
 import os
@@ -34,9 +34,9 @@ def run(script, *args, cwd, timeout=120, env=None):
 
 @pytest.fixture(scope="module")
 def breakout_run(tmp_path_factory):
-    """Breakout with overlapped halves, long enough (256 steps per env) for random-ish play to end games."""
+    """Breakout, long enough (256 steps per env) for random-ish play to end games."""
     tmp = tmp_path_factory.mktemp("breakout")
-    proc = run("ppo_atari.py", *TINY, "--env-id", "Breakout-v5", "--overlap", "--num-steps", "32",
+    proc = run("ppo_atari.py", *TINY, "--env-id", "Breakout-v5", "--num-steps", "32",
                "--total-timesteps", "512", "--save-interval", "4", cwd=tmp)  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (run_dir,) = (tmp / "runs").iterdir()
@@ -45,9 +45,9 @@ def breakout_run(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def pong_run(tmp_path_factory):
-    """The default task without overlap: 2 iterations."""
+    """The default task: 2 iterations."""
     tmp = tmp_path_factory.mktemp("pong")
-    proc = run("ppo_atari.py", *TINY, "--no-overlap", "--total-timesteps", "64", cwd=tmp)
+    proc = run("ppo_atari.py", *TINY, "--total-timesteps", "64", cwd=tmp)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (run_dir,) = (tmp / "runs").iterdir()
     return run_dir, proc
@@ -56,7 +56,7 @@ def pong_run(tmp_path_factory):
 def test_run_dir_outputs_and_checkpoint(breakout_run):
     run_dir, proc = breakout_run
     assert re.fullmatch(r"Breakout-v5__ppo_atari__1__\d+", run_dir.name)
-    assert proc.stdout.count("EnvPool('Breakout-v5', num_envs=1") == 2  # two halves
+    assert proc.stdout.count("EnvPool('Breakout-v5', num_envs=2") == 1
     names = {p.name for p in run_dir.iterdir()}
     assert {"checkpoint.pt", "checkpoint_000004.pt", "checkpoint_000008.pt"} <= names
     assert re.search(r"step\s+512/512 \|\s+[\d,]+ SPS \| ETA 0:00:00 \| return", proc.stdout)
@@ -65,7 +65,7 @@ def test_run_dir_outputs_and_checkpoint(breakout_run):
 
     ckpt = load_checkpoint(run_dir / "checkpoint.pt")
     assert ckpt["script"] == "ppo_atari.py" and ckpt["env_id"] == "Breakout-v5"
-    assert ckpt["iteration"] == 8 and ckpt["global_step"] == 512 and ckpt["args"]["overlap"] is True
+    assert ckpt["iteration"] == 8 and ckpt["global_step"] == 512
     assert ckpt["env_kwargs"] == {"episodic_life": True, "reward_clip": True, "stack_num": 1}
     assert ckpt["eval_env_kwargs"] == {"episodic_life": False, "reward_clip": False, "stack_num": 4}  # evaluate.py's
     weights = ckpt["models"]["agent"]
@@ -142,7 +142,7 @@ def test_resume_continues_the_same_run(pong_run):
     assert f"run dir: {run_dir}  " in proc.stdout
     assert "profile over 2 iterations" in proc.stdout  # iterations 3 and 4 only
     ckpt = load_checkpoint(run_dir / "checkpoint.pt")
-    assert ckpt["iteration"] == 4 and ckpt["global_step"] == 128 and ckpt["args"]["overlap"] is False
+    assert ckpt["iteration"] == 4 and ckpt["global_step"] == 128
     assert len(list(run_dir.parent.iterdir())) == 1
 
 
@@ -164,8 +164,7 @@ def test_preset_is_loaded_and_command_line_wins(tmp_path):
 
 
 def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path, interrupt_training):
-    _, ckpt = interrupt_training("ppo_atari.py", *TINY, "--overlap", "--total-timesteps", "10000000", cwd=tmp_path,
-                                 env=ENV)  # fmt: skip
+    _, ckpt = interrupt_training("ppo_atari.py", *TINY, "--total-timesteps", "10000000", cwd=tmp_path, env=ENV)
     assert ckpt["global_step"] == ckpt["iteration"] * 32
 
 

@@ -49,8 +49,8 @@ def sharpen(make_agent):
 
 
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
-def test_ppo_atari_recomputes_the_acting_log_probs_before_the_first_gradient_step(cell, tmp_path):
-    ppo = load("ppo_atari.py")
+def test_ppo_atari_lstm_recomputes_the_acting_log_probs_before_the_first_gradient_step(cell, tmp_path):
+    ppo = load("ppo_atari_lstm.py")
     ppo.make_agent = sharpen(ppo.make_agent)
     calls = []
     loss = ppo.minibatch_loss
@@ -89,7 +89,7 @@ def test_ppo_atari_recomputes_the_acting_log_probs_before_the_first_gradient_ste
                                "--sample"],
                               capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
         assert proc.returncode == 0, proc.stderr
-        assert "Breakout-v5: ppo_atari.py checkpoint at step 768, sampled policy" in proc.stdout
+        assert "Breakout-v5: ppo_atari_lstm.py checkpoint at step 768, sampled policy" in proc.stdout
 
 
 @pytest.mark.parametrize("cell", ["lstm", "gru"])

@@ -1,10 +1,8 @@
-"""APPO's sampling side (Sample Factory's sampling/): the sampler thread, the trajectories it fills and the
-weights it acts with, for ``scripts/appo.py``'s learner; its episodes go to ``Episodes.collect``.
+"""APPO's sampling side (Sample Factory's sampling/): the sampler thread and the weights it acts with, for
+``scripts/appo.py``'s learner; the trajectories it fills are ``rlfast/algos/appo_trajectories.py``'s, its
+episodes go to ``Episodes.collect``.
 
-Trajectories       K trajectories of T steps on the training device: what one learner batch holds
-TrajectoryBuilder  per-env trajectories assembled from the pool's (sync or async) result batches,
-                   handed on K complete ones at a time
-Weights            the acting copy of the policy and how the learner's weights reach it: after every
+PublishedWeights   the acting copy of the policy and how the learner's weights reach it: after every
                    SGD step under a lock (default), or one snapshot per batch through a queue of one,
                    so that rollout i acts with the weights of batch i - 2 (``--deterministic``, Cleanba's)
 Sampler            the sampler thread: recv -> one batched forward -> send, trajectories to the learner
@@ -21,153 +19,21 @@ step keeps the policy version that chose it; the learner logs the lag in SGD ste
 import copy
 import queue
 import threading
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional
 
 import torch
 from torch import nn
 
 import rlfast
 from rlfast.algos.appo import APPOArgs
+from rlfast.algos.appo_trajectories import Trajectories, TrajectoryBuilder
 from rlfast.algos.profiling import SectionTimer
 
 POLL_S = 0.05
 """how often a thread blocked on a queue looks whether the run is stopping"""
 
 
-class Trajectories:
-    """K trajectories of T steps, [K, T] tensors on ``device`` (``obs`` [K, T + 1]: the observation after the
-    last step closes each). Row t of a trajectory: the observation ``obs[:, t]`` an action was chosen from,
-    that action, its log-probability under the acting weights, the acting weights' ``versions``, and what
-    the step returned (``rewards``, ``terminated``, ``truncated``); ``reset`` marks the pool's reset steps
-    (the step after an episode end: no transition, left out of the losses).
-
-    With a recurrent policy (``state_shape``, its per-env state [S, H]) also ``state`` [K, S, H], the state
-    each trajectory's first observation was acted on from, and ``starts`` [K, T], true where ``obs[:, t]``
-    starts an episode (the state was zeroed before it); ``obs[:, T]`` starts one where step T - 1 was a reset."""
-
-    FIELDS = ("obs", "actions", "logprobs", "versions", "reset", "rewards", "terminated", "truncated")
-    RECURRENT_FIELDS = ("state", "starts")
-
-    def __init__(self, K: int, T: int, obs_shape: Sequence[int], obs_dtype: torch.dtype, action_shape: Sequence[int],
-                 action_dtype: torch.dtype, device: torch.device,
-                 state_shape: Optional[Sequence[int]] = None) -> None:  # fmt: skip
-        def zeros(shape: tuple, dtype: torch.dtype) -> torch.Tensor:
-            return torch.zeros(shape, dtype=dtype, device=device)
-
-        self.obs = zeros((K, T + 1, *obs_shape), obs_dtype)
-        self.actions = zeros((K, T, *action_shape), action_dtype)
-        self.logprobs = zeros((K, T), torch.float32)
-        self.versions = zeros((K, T), torch.long)
-        self.reset = zeros((K, T), torch.bool)
-        self.rewards = zeros((K, T), torch.float32)
-        self.terminated = zeros((K, T), torch.bool)
-        self.truncated = zeros((K, T), torch.bool)
-        self.fields = self.FIELDS
-        if state_shape is not None:
-            self.state = zeros((K, *state_shape), torch.float32)
-            self.starts = zeros((K, T), torch.bool)
-            self.fields = self.FIELDS + self.RECURRENT_FIELDS
-
-    def rows(self, index: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The trajectories at ``index`` [k] as a dict of [k, ...] tensors."""
-        return {name: getattr(self, name).index_select(0, index) for name in self.fields}
-
-
-class TrajectoryBuilder:
-    """Assembles each env's steps into trajectories of ``T`` steps and hands complete ones on, ``K`` per
-    ``Trajectories`` batch, in the order they complete (an env's trajectories in its own order).
-
-    Per result batch of envs ``env_ids``: ``observe`` records what their previous steps returned (and
-    closes the trajectories that reached T steps with these observations); ``act`` records the steps
-    they now take. ``take_free()`` gives an empty batch to fill (it may block: the learner's
-    backpressure), ``emit(batch)`` passes a full one on. Bookkeeping per env lives on the host
-    (``env_ids`` come from the pool there): no device sync.
-    """
-
-    def __init__(self, num_envs: int, T: int, K: int, make: Callable[[int], Trajectories],
-                 take_free: Callable[[], Trajectories], emit: Callable[[Trajectories], None]) -> None:  # fmt: skip
-        self.T, self.K = T, K
-        self.current = make(num_envs)  # [N, T + 1]: each env's trajectory in progress
-        self.device = self.current.obs.device
-        self.take_free, self.emit = take_free, emit
-        self.pos = torch.zeros(num_envs, dtype=torch.long)  # steps taken in each env's current trajectory
-        self.pending = torch.zeros(num_envs, dtype=torch.bool)  # an action was sent, its result not yet observed
-        self.ended = torch.zeros(num_envs, dtype=torch.bool)  # the env's last step ended an episode
-        self.was_reset = torch.ones(num_envs, dtype=torch.bool)  # its last step was a reset step (or none yet)
-        self._out: Optional[Trajectories] = None
-        self._filled = 0
-
-    def _dev(self, x: torch.Tensor) -> torch.Tensor:
-        return x.to(self.device, non_blocking=True)
-
-    def observe(self, env_ids: torch.Tensor, obs: torch.Tensor, rewards: torch.Tensor, terminated: torch.Tensor,
-                truncated: torch.Tensor) -> None:  # fmt: skip
-        """The results of the previous steps of ``env_ids`` [B] (host): ``obs`` [B, ...], rewards, end flags [B]."""
-        ids = env_ids.long()
-        pending = self.pending[ids]
-        if not bool(pending.any()):
-            return
-        envs, pos = ids[pending], self.pos[ids[pending]]
-        e, p = self._dev(envs), self._dev(pos - 1)
-        term, trunc = terminated[pending].bool(), truncated[pending].bool()
-        cur = self.current
-        cur.rewards[e, p] = self._dev(rewards[pending].float())
-        cur.terminated[e, p] = self._dev(term)
-        cur.truncated[e, p] = self._dev(trunc)
-        self.ended[envs] = term | trunc
-        self.pending[envs] = False
-        full = pos == self.T
-        if bool(full.any()):
-            done = envs[full]
-            cur.obs[self._dev(done), self.T] = self._dev(obs[pending][full])
-            self._hand_on(self._dev(done))
-            self.pos[done] = 0
-
-    def starts(self, env_ids: torch.Tensor) -> torch.Tensor:
-        """[B] (host): whether the observations ``env_ids`` now act on start an episode (their last step was a
-        reset step, or they have taken none): where a recurrent policy zeroes their state."""
-        return self.was_reset[env_ids.long()]
-
-    def act(self, env_ids: torch.Tensor, obs: torch.Tensor, actions: torch.Tensor, logprobs: torch.Tensor,
-            version: int, state: Optional[torch.Tensor] = None) -> None:  # fmt: skip
-        """The steps ``env_ids`` [B] (host) now take: from ``obs`` [B, ...] (device), ``actions``, ``logprobs`` [B]
-        under weights ``version``; a recurrent policy's ``state`` [B, S, H] (device) is the one they acted from."""
-        ids = env_ids.long()
-        e, p = self._dev(ids), self._dev(self.pos[ids])
-        cur = self.current
-        cur.obs[e, p] = obs
-        cur.actions[e, p] = actions.to(cur.actions.dtype)
-        cur.logprobs[e, p] = logprobs
-        cur.versions[e, p] = version
-        reset = self.ended[ids]
-        cur.reset[e, p] = self._dev(reset)
-        if state is not None:
-            cur.starts[e, p] = self._dev(self.was_reset[ids])
-            rows = (self.pos[ids] == 0).nonzero().flatten()  # trajectories that begin: the state they unroll from
-            if len(rows):
-                cur.state[self._dev(ids[rows])] = state.index_select(0, self._dev(rows))
-        self.was_reset[ids] = reset
-        self.pos[ids] += 1
-        self.pending[ids] = True
-
-    def _hand_on(self, envs: torch.Tensor) -> None:
-        """Copies the complete trajectories of ``envs`` (device) into batches, emitting each full one."""
-        start = 0
-        while start < len(envs):
-            if self._out is None:
-                self._out, self._filled = self.take_free(), 0
-            n = min(self.K - self._filled, len(envs) - start)
-            src = envs[start : start + n]
-            for name in self.current.fields:
-                getattr(self._out, name)[self._filled : self._filled + n] = getattr(self.current, name)[src]
-            self._filled += n
-            start += n
-            if self._filled == self.K:
-                out, self._out = self._out, None
-                self.emit(out)
-
-
-class Weights:
+class PublishedWeights:
     """The sampler's copy of the policy and its version (SGD steps the learner had taken when it was
     published). Immediate mode: ``publish`` after every SGD step copies the learner's parameters in
     under ``lock`` (the sampler's forward holds it too). Alternating mode (``--deterministic``):
@@ -244,7 +110,7 @@ class Sampler:
         self.envs, self.args, self.device = envs, args, device
         self.on_results = on_results
         self.stop = threading.Event()
-        self.weights = Weights(agent, alternating=args.deterministic, stop=self.stop)
+        self.weights = PublishedWeights(agent, alternating=args.deterministic, stop=self.stop)
         obs_space, action_space = envs.single_observation_space, envs.single_action_space
         obs_dtype = torch.uint8 if obs_space.dtype == "uint8" else torch.float32
         action_dtype = torch.long if action_space.shape == () else torch.float32

@@ -1,0 +1,65 @@
+"""The pixel envs of the Atari PPO trainers (scripts/ppo_atari.py, scripts/ppo_atari_lstm.py): a sync pool whose
+frames are stacked on the training device.
+
+Data path of a step: the pool (``stack_num=1``) writes the newest 84x84 frame of each env into a pinned ring;
+one non-blocking copy takes it to the device, where ``rlfast.FrameStack`` keeps each env's last ``stack``
+frames (restarted where a game starts); the sampled actions go back through ``send`` (one sync). The game
+statistics (``Episodes``: whole games, raw scores) are kept on the host, where they arrive.
+
+Atari tasks get the trainer's ``env_kwargs`` (CleanRL's ``episodic_life`` and ``reward_clip``); a user's pixel env
+(a gymnasium ``"module:Env-v0"`` id, a ``rlfast.load_env`` header) must give uint8 frames of shape (1, 84, 84) and
+gets none: a game is an episode, from a reset to its end.
+"""
+
+from typing import Optional
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+import rlfast
+from rlfast.algos.episodes import Episodes, game_starts
+from rlfast.algos.run import Run
+from rlfast.algos.runargs import check_frames
+
+class PixelEnvs:
+    """This rank's ``num_envs`` envs of ``env_id`` (env i seeded ``run.env_seed + i``), ``stack`` frames per
+    observation, stacked on ``run.device``. ``observation_space`` is the stacked one; ``episodes`` the game
+    statistics of the last ``rows`` steps (``Run.end_iteration`` logs them). An Atari task is made with
+    ``env_kwargs`` and evaluated (scripts/evaluate.py) with ``eval_env_kwargs``."""
+
+    def __init__(self, run: Run, script: str, env_id: str, num_envs: int, stack: int, env_kwargs: dict,
+                 eval_env_kwargs: dict, num_threads: Optional[int] = None, rows: int = 1) -> None:  # fmt: skip
+        atari = rlfast.task_family(env_id) == "atari"  # else your own pixel env: its frames, its episodes
+        self.env_kwargs = env_kwargs if atari else {}
+        # scripts/evaluate.py's envs: whole games on stacks the pool makes; your env's frames it stacks itself
+        self.eval_env_kwargs = {**eval_env_kwargs, "stack_num": stack} if atari else {"frame_stack": stack}
+        threads = num_threads or min(run.world.cpu_share(), num_envs)
+        self.pool = run.make_env(num_envs, num_threads=min(threads, num_envs), seed=run.env_seed, **self.env_kwargs)
+        frame_shape = check_frames(script, env_id, self.pool.single_observation_space)
+        self.observation_space = gym.spaces.Box(0, 255, (stack * frame_shape[0], *frame_shape[1:]), np.uint8)
+        self.action_space = self.pool.single_action_space
+        self.device = run.device
+        self.frames = rlfast.FrameStack(num_envs, stack, frame_shape, device=run.device)
+        self.ids = torch.arange(num_envs, device=run.device)  # a sync pool returns its envs in id order
+        self.episodes = Episodes(num_envs, atari=atari, rows=rows)
+
+    def reset(self) -> torch.Tensor:
+        """Resets every env; their first stacked observations [N, stack, 84, 84] uint8 on the device."""
+        frames, info = self.pool.reset()
+        return self.frames.update(frames.to(self.device), self.ids, game_starts(info).to(self.device))
+
+    def send(self, action: torch.Tensor) -> None:
+        self.pool.send(action)
+
+    def recv(self, row: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The step's results: (next observation stacks, reward [N] (a host view into the pool's ring, valid until
+        its second recv after this one: copy it), done [N] bool, terminated [N] bool: the part of done that is no
+        time limit); the device tensors are queued non-blocking copies. Records the game ends in ``row``."""
+        o, r, term, trunc, info = self.pool.recv()
+        done = torch.logical_or(term.to(self.device, non_blocking=True), trunc.to(self.device, non_blocking=True))
+        terminated = term.to(self.device, non_blocking=True)
+        new_game = game_starts(info).to(self.device, non_blocking=True)
+        obs = self.frames.update(o.to(self.device, non_blocking=True), self.ids, new_game)
+        self.episodes.record(row, term, trunc, info)
+        return obs, r, done, terminated

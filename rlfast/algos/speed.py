@@ -1,0 +1,245 @@
+"""The CPU speed options of the CNN trainers: ``FrameNet``, the layers over uint8 frames that run channels-last,
+under a bfloat16 autocast, or with bfloat16's numerics rounded in float32 where the device lacks native bfloat16
+(``set_speed`` on a whole model); whether a device has native bfloat16; and denormal flushing (FTZ/DAZ) for
+torch's CPU threads. The networks themselves are ``rlfast/algos/nets.py``'s."""
+
+import functools
+import os
+from typing import Any, Callable, Iterable, Optional, TypeVar
+
+import torch
+from torch import nn
+from torch.optim.optimizer import register_optimizer_step_post_hook
+
+
+ONEDNN_CAPS_WITHOUT_BF16 = {"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI"}
+"""oneDNN instruction-set caps (``ONEDNN_MAX_CPU_ISA``) below AVX512_CORE_BF16: bf16 is emulated under them"""
+
+
+def native_bf16(device: torch.device) -> bool:
+    """Whether ``device`` computes bfloat16 matmuls and convolutions natively: a CUDA GPU that supports it, or
+    a CPU with AVX512-BF16 or AMX (oneDNN's bf16 kernels; elsewhere bf16 is emulated and slower than fp32),
+    unless oneDNN is capped below them (``ONEDNN_MAX_CPU_ISA`` / ``DNNL_MAX_CPU_ISA``)."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    if device.type != "cpu" or not torch.backends.mkldnn.is_available():
+        return False
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA", os.environ.get("DNNL_MAX_CPU_ISA", "")).upper()
+    if cap in ONEDNN_CAPS_WITHOUT_BF16:
+        return False
+    return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+
+
+def flush_denormals() -> bool:
+    """Turns on flush-to-zero and denormals-are-zero (FTZ/DAZ) for this thread and the threads it starts from
+    now on, torch's OpenMP workers among them (a new thread inherits its creator's floating-point state).
+    Float32 values below 1.2e-38 then count as 0. They are what Adam's moments decay to where a weight's
+    gradient stays 0 (a dead ReLU unit), and there they stay: half of a trained Pong DQN's moments were
+    denormal, each costing the CPU a microcode assist (its fused Adam step 11.5 ms against 0.77 ms with them
+    flushed, README "Training on a CPU"). What is learned does not change: such a moment moves its weight by
+    far less than the weight's last bit (``benchmarks/check_flush_denormals.py``: 300 gradient steps from
+    that DQN's checkpoint leave every float32 weight bit for bit the same). TensorFlow and XLA on a CPU run
+    this way by default.
+
+    Returns whether every thread of torch's pool now flushes: a probe of denormals multiplied across the
+    pool comes back all zero. False where the CPU has no FTZ/DAZ, or where the pool's threads were started
+    before this call (then only this thread flushes)."""
+    if not torch.set_flush_denormal(True):
+        return False
+    return _flushes(max(torch.get_num_threads(), 1) * 65536)  # split over the pool
+
+
+def denormals_flushed() -> bool:
+    """Whether this thread treats denormals as 0 (``flush_denormals``)."""
+    return _flushes(1)
+
+
+def _flushes(n: int) -> bool:
+    tiny = torch.ones(n, dtype=torch.int32).view(torch.float32)  # the smallest denormal, as its bits
+    return bool((tiny * 2.0).view(torch.int32).eq(0).all())  # with DAZ each reads as 0
+
+
+def _count_in_place_steps(optimizer: torch.optim.Optimizer, args: tuple, kwargs: dict) -> None:
+    """After any optimizer's step: bump its parameters' version counters, which fused kernels leave as they
+    were (a fused Adam step changes a weight in place without counting it), so that the versions
+    ``FrameNet``'s cache of bfloat16 weights is keyed on change with every change of the weights."""
+    torch.autograd.graph.increment_version([p for group in optimizer.param_groups for p in group["params"]])
+
+
+_hook: Optional[object] = None
+"""the optimizer step hook, registered by the first FrameNet that runs in bf16 (no other run needs it)"""
+
+
+def _count_steps_for_bf16() -> None:
+    """Registers ``_count_in_place_steps`` once per process, when a FrameNet first runs in bf16."""
+    global _hook
+    if _hook is None:
+        _hook = register_optimizer_step_post_hook(_count_in_place_steps)
+
+
+class RoundToBF16(torch.autograd.Function):
+    """Rounds a float32 tensor to the nearest bfloat16 value, kept in float32, and its gradient the same way:
+    what a cast to bfloat16 and back does to a value, and what a bfloat16 kernel's backward does to the
+    gradient it returns."""
+
+    @staticmethod
+    def forward(ctx, t: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        return t.to(torch.bfloat16).to(t.dtype)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        return grad.to(torch.bfloat16).to(grad.dtype)
+
+
+Weights = Optional[tuple[torch.Tensor, Optional[torch.Tensor]]]
+
+
+def _cast(w: Weights, cast: Callable[[torch.Tensor], torch.Tensor]) -> Weights:
+    """A layer's (weight, bias) with ``cast`` applied to each (None stays None)."""
+    return None if w is None else tuple(None if t is None else cast(t) for t in w)  # type: ignore[return-value]
+
+
+class FrameNet(nn.Sequential):
+    """``nn.Sequential`` over uint8 frames [N, C, H, W]: scales them to [0, 1] (CleanRL's ``x / 255.0``), runs
+    its layers and returns float32. Its state_dict is the plain ``nn.Sequential``'s (``0.weight``, ...).
+
+    Speed options (``set_speed``), off by default: ``channels_last`` keeps weights and activations NHWC,
+    which oneDNN's CPU convolutions run faster (its backward most); ``bf16`` runs the layers in bfloat16
+    under ``torch.autocast`` (fast only where ``native_bf16``), the result cast back to float32 so that
+    heads, distributions and losses outside stay float32. With ``bf16``:
+    - the frames go to bfloat16 as they are (integers 0-255 are exact there) and the first layer's weights
+      take the 1 / 255: no float32 copy of the batch and no pass over it to scale it (at 256 frames those
+      took longer than the convolutions);
+    - a forward pass without autograd (acting, a target network) uses bfloat16 copies of the weights made
+      once per change of the weights (their version counters, data pointers and device; every optimizer
+      step counts, fused ones included): the autocast would cast every weight at every call, which costs
+      more than a small batch's convolutions. Its results equal the autocast's, which casts the same values.
+    Layers with parameters must be ``nn.Conv2d`` or ``nn.Linear`` (``set_speed`` checks).
+
+    ``round_bf16`` (with ``bf16``): the bf16 path's numerics on a device without native bfloat16, at float32's
+    speed, where the autocast's emulated kernels run many times slower (a Pong APPO ~30 steps/s on a 2-core
+    AVX2 CPU): float32 kernels on weights and activations rounded to bfloat16 wherever the bfloat16 kernels
+    round (each layer's weights, its result, and the gradients of both: ``RoundToBF16``). A product of two
+    bfloat16 values is exact in float32 and a bfloat16 kernel sums in float32 too, so what differs from it is
+    the order of the float32 sums, the difference between one CPU's kernels and another's
+    (``tests/algos/test_nets.py`` measures it against the autocast).
+
+    ``fp32_tail``: the last layers that run in float32 under ``bf16`` too. A Q-network's output layer needs
+    it: bfloat16 keeps 8 significant bits, so Q-values near -1 land on a grid 0.0078 apart, coarser than the
+    gaps between actions' values, and the argmax becomes a coin toss (a Pong DQN trained so had its greedy
+    action disagree with float32's on every probed state). Policy logits and values are heads outside."""
+
+    channels_last: bool = False
+    bf16: bool = False
+    round_bf16: bool = False
+    _cast: tuple[tuple, list] = ((), [])
+    """(key, the weights per layer as the bf16 path computes with them) of the no-autograd path"""
+
+    def __init__(self, *layers: nn.Module, fp32_tail: int = 0) -> None:
+        super().__init__(*layers)
+        if not 0 <= fp32_tail <= len(layers):
+            raise ValueError(f"fp32_tail must be in [0, {len(layers)}], got {fp32_tail}")
+        self.fp32_tail = fp32_tail
+
+    def set_speed(self, channels_last: bool = False, bf16: bool = False, round_bf16: bool = False) -> "FrameNet":
+        if bf16 and (odd := [type(m).__name__ for m in self if next(m.parameters(), None) is not None and
+                             not isinstance(m, (nn.Conv2d, nn.Linear))]):  # fmt: skip
+            raise ValueError(f"FrameNet's bf16 path runs Conv2d and Linear layers only, not {odd}")
+        self.channels_last, self.bf16, self.round_bf16 = channels_last, bf16, bf16 and round_bf16
+        if bf16:
+            _count_steps_for_bf16()
+        self._cast = ((), [])
+        self.to(memory_format=torch.channels_last if channels_last else torch.contiguous_format)
+        return self
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        layout = torch.channels_last if self.channels_last else torch.contiguous_format
+        if not self.bf16:
+            return super().forward(x.contiguous(memory_format=layout) / 255.0)  # the layout change on uint8 bytes
+        dtype = torch.float32 if self.round_bf16 else torch.bfloat16
+        h = x.to(dtype).contiguous(memory_format=layout)  # in this order 2x faster than in one copy
+        cached = not torch.is_grad_enabled() and not torch.compiler.is_compiling()
+        layers = list(self)
+        split = len(layers) - self.fp32_tail
+        weights = self._bf16_weights() if cached else [_cast(w, self._bf16) for w in self._weights()]
+        with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=not self.round_bf16):
+            for layer, w in zip(layers[:split], weights):
+                if w is None:
+                    h = layer(h)
+                elif isinstance(layer, nn.Conv2d):
+                    h = self._round(layer._conv_forward(h, *w))
+                else:
+                    h = self._round(nn.functional.linear(h, *w))
+        h = h.float()
+        for layer in layers[split:]:  # the float32 tail
+            h = layer(h)
+        return h
+
+    def _bf16(self, t: torch.Tensor) -> torch.Tensor:
+        """A weight as the bf16 path computes with it: cast to bfloat16, or rounded to it in float32."""
+        return RoundToBF16.apply(t) if self.round_bf16 else t.to(torch.bfloat16)
+
+    def _round(self, h: torch.Tensor) -> torch.Tensor:
+        """A layer's result as a bfloat16 kernel returns it (under ``round_bf16``; the autocast's already is)."""
+        return RoundToBF16.apply(h) if self.round_bf16 else h
+
+    def _weights(self) -> list[Weights]:
+        """Per layer: its (weight, bias), the first such layer's weight times 1 / 255; None for a layer without."""
+        out: list[Weights] = []
+        for layer in self:
+            if isinstance(layer, (nn.Conv2d, nn.Linear)):
+                first = all(w is None for w in out)
+                out.append((layer.weight / 255.0 if first else layer.weight, layer.bias))
+            else:
+                out.append(None)
+        return out
+
+    def _bf16_weights(self) -> list[Weights]:
+        """``_weights()`` as the bf16 path computes with them (``_bf16``; in the layout of the float32 ones), made
+        again when a weight changed."""
+        params = list(self.parameters())
+        key = tuple((p._version, p.data_ptr(), p.device) for p in params)
+        if key != self._cast[0]:
+            with torch.no_grad():
+                self._cast = (key, [_cast(w, self._bf16) for w in self._weights()])
+        return self._cast[1]
+
+
+def set_speed(model: nn.Module, channels_last: bool = False, bf16: bool = False, round_bf16: bool = False) -> nn.Module:
+    """``FrameNet.set_speed`` on every FrameNet in ``model`` (a no-op for models without one); returns it."""
+    for m in model.modules():
+        if isinstance(m, FrameNet):
+            m.set_speed(channels_last, bf16, round_bf16)
+    return model
+
+
+def describe_speed(models: Iterable[nn.Module], denormals: bool, auto: bool) -> str:
+    """``  cnn: channels-last + bf16`` (what ``models``' FrameNets run with; ``auto``: picked by --auto-speed), or ""
+    without a FrameNet: the run's header line says it."""
+    nets = [m for model in models for m in model.modules() if isinstance(m, FrameNet)]
+    if not nets:
+        return ""
+    bf16 = "bf16 (rounded in float32)" if nets[0].round_bf16 else "bf16"
+    picked = [name for name, on in (("channels-last", nets[0].channels_last), (bf16, nets[0].bf16)) if on]
+    picked += ["denormals flushed"] if denormals else []
+    return f"  cnn: {' + '.join(picked) or 'float32 NCHW'}{' (--auto-speed)' if auto else ''}"
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def compiled(fn: F, compile: bool, cudagraphs: bool) -> F:
+    """``fn`` unchanged, ``torch.compile``d (``compile``), or compiled with CUDA graphs (``cudagraphs``: mode
+    "reduce-overhead"), each call then marking a new graph step."""
+    if not (compile or cudagraphs):
+        return fn
+    fast = torch.compile(fn, mode="reduce-overhead" if cudagraphs else None)
+    if not cudagraphs:
+        return fast
+
+    @functools.wraps(fn)
+    def graph_step(*args: Any, **kwargs: Any) -> Any:
+        torch.compiler.cudagraph_mark_step_begin()
+        return fast(*args, **kwargs)
+
+    return graph_step  # type: ignore[return-value]
