@@ -16,18 +16,15 @@ the pool's reset step (its action ignored, reward 0): no transition, and never s
 Atari's ``episodic_life`` a life lost ends an episode (``terminated``) but not the game: the
 stack runs on through the terminal and the reset observation, as it does when acting.
 
-With ``n_step`` = n > 1 a transition looks n steps ahead, or up to the end of its episode when
-that comes first (k <= n steps): ``(stack(o_t), a_t, sum_{i<k} gamma^i r_{t+i}, stack(o_{t+k}),
-terminated_{t+k-1})``, and ``discounts`` = gamma^k is what its bootstrap value is multiplied by
-(a truncated episode bootstraps from its last observation; a terminated one does not).
+With ``n_step`` = n > 1 a transition looks n steps ahead, or up to the end of its episode when that comes first
+(k <= n steps): ``(stack(o_t), a_t, sum_{i<k} gamma^i r_{t+i}, stack(o_{t+k}), terminated_{t+k-1})``, and
+``discounts`` = gamma^k multiplies its bootstrap value (a truncated episode bootstraps from its last observation).
 
-``sample`` draws uniformly among the transitions held (``cumsum`` + ``searchsorted`` over the
-valid-slot mask, on the buffer's device): no host sync, no Python loop over samples or envs.
-Once an env's ring has wrapped, its ``stack - 1`` oldest slots are not sampled: older frames their
-stacks may need are overwritten; an env's ``n_step`` newest slots wait for the steps they look ahead to.
-
-Memory: ``capacity`` x (obs bytes + action bytes + 7 bytes); Atari at 1M transitions: 7.06 GB of
-frames + 16 MB. ``nbytes`` says it.
+``sample`` draws uniformly among the transitions held (``cumsum`` + ``searchsorted`` over the valid-slot mask,
+on the buffer's device): no host sync, no Python loop over samples or envs. Once an env's ring has wrapped, its
+``stack - 1`` oldest slots are not sampled (older frames their stacks may need are overwritten); an env's
+``n_step`` newest slots wait for the steps they look ahead to. Memory (``nbytes``): ``capacity`` x (obs bytes +
+action bytes + 7 bytes); Atari at 1M transitions: 7.06 GB of frames + 16 MB.
 """
 
 import math
