@@ -38,6 +38,7 @@ TRAINERS = {  # script: flags of a small task (1 torch thread; each saves every 
     "appo.py": ["--config", "configs/cartpole_appo.toml"],
     "dqn.py": ["--env-id", "CartPole-v1"],
     "ppo_atari.py": ["--env-id", "Pong-v5", "--num-envs", "4"],
+    "ppo_atari_lstm.py": ["--env-id", "Pong-v5", "--num-envs", "4", "--num-minibatches", "2"],
     "dqn_atari.py": ["--env-id", "Pong-v5", "--num-envs", "4", "--buffer-size", "20000", "--learning-starts", "2000"],
 }
 
