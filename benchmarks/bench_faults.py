@@ -323,7 +323,14 @@ def worker(kind: str) -> Callable[[Path, random.Random], Outcome]:
             if len(ids):
                 pool.send(np.zeros(len(ids), np.int64), ids)
 
-        with rlfast.make("gymnasium:CartPole-v1", 16, batch_size=4, num_threads=2, step_timeout=2.0) as pool:
+        def cartpole():  # gymnasium's CartPole-v1, in a worker without the faulthandler it inherits from pytest
+            import faulthandler  # (the SIGSEGVed worker would print a traceback dump into the output: expected,
+            import gymnasium     # but alarming)
+
+            faulthandler.disable()
+            return gymnasium.make("CartPole-v1")
+
+        with rlfast.make_from(cartpole, 16, batch_size=4, num_workers=2, step_timeout=2.0) as pool:
             pool.async_reset()
             rounds = rng.randrange(50, 2000)
             for _ in range(rounds):
