@@ -2,7 +2,9 @@
 before the run as one line), ``start_process`` (seeds, torch's threads, the device) and ``finish`` (the exit,
 without the interpreter's last full garbage collection)."""
 
+import atexit
 import gc
+import os
 import random
 import sys
 from typing import Any, Callable, NoReturn
@@ -36,8 +38,20 @@ def finish(exit_code: int) -> NoReturn:
     With torch loaded that collection takes seconds and frees nothing a process that is ending needs: it was
     ~3 s of the ~3.7 s between a CartPole ``ppo.py`` run's last line and its exit on the 2-core machine (both
     cores busy with other work). ``gc.freeze()`` takes every object out of its reach; everything that must reach
-    disk (checkpoints, the run log) is closed before ``main`` returns, and atexit handlers still run."""
+    disk (checkpoints, the run log) is closed before ``main`` returns, and atexit handlers still run.
+
+    Under torchrun the interpreter is not finalized at all (the atexit handlers run, the streams are flushed, then
+    ``os._exit``): gloo's worker threads outlive ``destroy_process_group`` and may still be freeing the tensors of the
+    last collectives, which takes the GIL; a thread that takes it while the interpreter finalizes is ended inside a
+    C++ destructor, and the rank aborts ("terminate called without an active exception", SIGABRT) after a complete
+    run. Seen in 2 of 25 resumed 2-rank runs beside 2 busy loops on the 2-core machine (core dump: gloo's runLoop in
+    ~AsyncBarrierWork -> ~AsyncBroadcastWork -> decref_pyobject -> take_gil -> pthread_exit)."""
     gc.freeze()
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(exit_code)
     sys.exit(exit_code)
 
 
