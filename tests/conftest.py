@@ -104,6 +104,33 @@ def interrupt_training():
     return interrupt
 
 
+PPO_TAGS = {
+    "charts/episodic_return", "charts/episodic_length", "charts/learning_rate", "charts/SPS",
+    "losses/policy_loss", "losses/value_loss", "losses/entropy", "losses/approx_kl", "losses/old_approx_kl",
+    "losses/clipfrac", "losses/explained_variance", "perf/env", "perf/inference", "perf/train", "perf/other",
+}  # fmt: skip
+"""what every PPO trainer logs: CleanRL's scalars and the profile's sections"""
+
+
+@pytest.fixture
+def ppo_log():
+    """``ppo_log(run_dir, iterations, lr)``: the run's TensorBoard log (an ``EventAccumulator``), once it is checked
+    to hold ``PPO_TAGS``, one profile point per iteration and a learning rate annealed from ``lr``."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    def check(run_dir: Path, iterations: int, lr: float):
+        acc = EventAccumulator(str(run_dir))
+        acc.Reload()
+        scalars = set(acc.Tags()["scalars"])
+        assert PPO_TAGS <= scalars, PPO_TAGS - scalars
+        assert len(acc.Scalars("perf/env")) == iterations
+        lrs = [e.value for e in acc.Scalars("charts/learning_rate")]
+        assert lrs == sorted(lrs, reverse=True) and lrs[0] == pytest.approx(lr)  # annealed, logged after iteration 1
+        return acc
+
+    return check
+
+
 @pytest.fixture
 def pixel_env():
     """The environment variables of a process that finds ``dotframes`` (``examples/dotframes.py``), a user's module

@@ -74,20 +74,9 @@ def test_run_dir_outputs_and_checkpoint(breakout_run):
     assert ckpt["optimizers"]["optimizer"]["state"]  # Adam moments were saved
 
 
-def test_tensorboard_tags_and_full_game_episodes(breakout_run):
+def test_tensorboard_tags_and_full_game_episodes(breakout_run, ppo_log):
     run_dir, _ = breakout_run
-    acc = EventAccumulator(str(run_dir))
-    acc.Reload()
-    scalars = set(acc.Tags()["scalars"])
-    expected = {
-        "charts/episodic_return", "charts/episodic_length", "charts/learning_rate", "charts/SPS",
-        "losses/policy_loss", "losses/value_loss", "losses/entropy", "losses/approx_kl", "losses/old_approx_kl",
-        "losses/clipfrac", "losses/explained_variance", "perf/env", "perf/inference", "perf/train", "perf/other",
-    }  # fmt: skip
-    assert expected <= scalars, expected - scalars
-    assert len(acc.Scalars("perf/env")) == 8
-    lrs = [e.value for e in acc.Scalars("charts/learning_rate")]
-    assert lrs == sorted(lrs, reverse=True) and lrs[0] == pytest.approx(2.5e-4)
+    acc = ppo_log(run_dir, 8, 2.5e-4)
     # Whole games of 5 lives: far longer than one life, and each env's games fit in its 256 steps.
     games = list(zip(acc.Scalars("charts/episodic_return"), acc.Scalars("charts/episodic_length")))
     assert games
