@@ -104,6 +104,19 @@ def interrupt_training():
     return interrupt
 
 
+@pytest.fixture(scope="session")
+def run_dir_of():
+    """``run_dir_of(proc, cwd)``: the one run dir a trainer run in ``cwd`` wrote to ``cwd/runs``, once its process
+    (a ``subprocess.CompletedProcess``) is checked to have ended with status 0."""
+
+    def check(proc: subprocess.CompletedProcess, cwd: Path) -> Path:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        (run_dir,) = (cwd / "runs").iterdir()
+        return run_dir
+
+    return check
+
+
 PPO_TAGS = {
     "charts/episodic_return", "charts/episodic_length", "charts/learning_rate", "charts/SPS",
     "losses/policy_loss", "losses/value_loss", "losses/entropy", "losses/approx_kl", "losses/old_approx_kl",

@@ -34,11 +34,10 @@ def scalars(run_dir, tag):
 
 
 @pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory):
+def smoke_run(tmp_path_factory, run_dir_of):
     tmp = tmp_path_factory.mktemp("appo")
     proc = run("appo.py", *TINY, "--total-timesteps", "3200", cwd=tmp)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    (run_dir,) = (tmp / "runs").iterdir()
+    run_dir = run_dir_of(proc, tmp)
     return run_dir, proc
 
 

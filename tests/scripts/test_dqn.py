@@ -27,11 +27,10 @@ def run(script, *args, cwd, timeout=180):
 
 
 @pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory):
+def smoke_run(tmp_path_factory, run_dir_of):
     tmp = tmp_path_factory.mktemp("dqn")
     proc = run("dqn.py", *TINY, "--total-timesteps", "1000", "--save-interval", "5", cwd=tmp)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    (run_dir,) = (tmp / "runs").iterdir()
+    run_dir = run_dir_of(proc, tmp)
     return run_dir, proc
 
 

@@ -26,13 +26,12 @@ def run(script, *args, cwd, timeout=240, env=None):
 
 
 @pytest.fixture(scope="module")
-def breakout_run(tmp_path_factory):
+def breakout_run(tmp_path_factory, run_dir_of):
     tmp = tmp_path_factory.mktemp("dqn_atari")
     proc = run("dqn_atari.py", "--num-envs", "2", "--num-steps", "64", "--total-timesteps", "768", "--learning-starts",
                "256", "--batch-size", "16", "--buffer-size", "1024", "--target-network-frequency", "256", "--no-cuda",
                "--torch-threads", "1", "--runs-dir", "runs", cwd=tmp)  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    (run_dir,) = (tmp / "runs").iterdir()
+    run_dir = run_dir_of(proc, tmp)
     return run_dir, proc
 
 

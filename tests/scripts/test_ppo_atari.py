@@ -33,23 +33,21 @@ def run(script, *args, cwd, timeout=120, env=None):
 
 
 @pytest.fixture(scope="module")
-def breakout_run(tmp_path_factory):
+def breakout_run(tmp_path_factory, run_dir_of):
     """Breakout, long enough (256 steps per env) for random-ish play to end games."""
     tmp = tmp_path_factory.mktemp("breakout")
     proc = run("ppo_atari.py", *TINY, "--env-id", "Breakout-v5", "--num-steps", "32",
                "--total-timesteps", "512", "--save-interval", "4", cwd=tmp)  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    (run_dir,) = (tmp / "runs").iterdir()
+    run_dir = run_dir_of(proc, tmp)
     return run_dir, proc
 
 
 @pytest.fixture(scope="module")
-def pong_run(tmp_path_factory):
+def pong_run(tmp_path_factory, run_dir_of):
     """The default task: 2 iterations."""
     tmp = tmp_path_factory.mktemp("pong")
     proc = run("ppo_atari.py", *TINY, "--total-timesteps", "64", cwd=tmp)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    (run_dir,) = (tmp / "runs").iterdir()
+    run_dir = run_dir_of(proc, tmp)
     return run_dir, proc
 
 

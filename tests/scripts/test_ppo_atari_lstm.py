@@ -25,11 +25,10 @@ def run(script, *args, cwd):
 
 
 @pytest.fixture(scope="module")
-def gru_run(tmp_path_factory):
+def gru_run(tmp_path_factory, run_dir_of):
     tmp = tmp_path_factory.mktemp("lstm")
     proc = run("ppo_atari_lstm.py", *TINY, "--recurrent", "gru", "--total-timesteps", "64", cwd=tmp)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    (run_dir,) = (tmp / "runs").iterdir()
+    run_dir = run_dir_of(proc, tmp)
     return run_dir
 
 
