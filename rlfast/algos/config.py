@@ -132,8 +132,8 @@ def parse_or_resume(cls: type[T], script: str, argv: Optional[Sequence[str]] = N
         ckpt = load_checkpoint(path)
     except ValueError as e:
         raise SystemExit(f"error: --resume: {e}") from None
-    if trainer_of(ckpt) != script:
-        moved = "" if trainer_of(ckpt) == ckpt["script"] else f" (that run now goes on in {trainer_of(ckpt)})"
+    if (goes_on := trainer_of(ckpt)) != script:
+        moved = "" if goes_on == ckpt["script"] else f" (that run now goes on in {goes_on})"
         raise SystemExit(f"error: --resume: {path} was written by {ckpt['script']}{moved}, not {script}")
     saved = checkpoint_args(cls, path, ckpt)
     args = parse_args(cls, argv, base=saved)

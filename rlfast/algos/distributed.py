@@ -181,21 +181,33 @@ class World:
                             f"{[s.tolist() for s in sums]})")  # fmt: skip
 
 
+_joined = False
+"""whether this process ever joined a process group (its backend's threads may outlive the group)"""
+
+
 def init_process_group(world: World, device: torch.device, timeout_s: float = 600.0) -> None:
     """Joins the ranks (NCCL for CUDA devices, gloo otherwise) when ``world`` has more than one."""
+    global _joined
     if not world.distributed or dist.is_initialized():
         return
     backend = "nccl" if device.type == "cuda" else "gloo"
     kwargs = {"device_id": device} if device.type == "cuda" else {}
     dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout_s), **kwargs)
+    _joined = True
+
+
+def joined() -> bool:
+    """Whether this process joined a process group: ``launch.finish`` then ends it without finalizing Python."""
+    return _joined
 
 
 def destroy_process_group() -> None:
     """Leaves the group at the end of a run: every rank waits for the others first.
 
     Without the barrier a rank that finished early (not rank 0, which still saves the checkpoint)
-    tore down its gloo connections while its peer was still using them; one CI run saw that rank
-    abort in C++ ("terminate called without an active exception", SIGABRT) at the end of a run.
+    tore down its gloo connections while its peer was still using them. The barrier does not stop gloo's
+    threads from freeing the last collectives' tensors afterwards, which needs the GIL: ``launch.finish``
+    ends such a process without finalizing the interpreter, where taking the GIL aborts the process.
     """
     if dist.is_initialized():
         dist.barrier()

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from rlfast.algos.config import parse_or_resume
+from rlfast.algos import distributed
 from rlfast.algos.distributed import World
 from rlfast.algos.runargs import flushes_denormals
 from rlfast.algos.speed import denormals_flushed, flush_denormals, native_bf16
@@ -47,7 +48,7 @@ def finish(exit_code: int) -> NoReturn:
     run. Seen in 2 of 25 resumed 2-rank runs beside 2 busy loops on the 2-core machine (core dump: gloo's runLoop in
     ~AsyncBarrierWork -> ~AsyncBroadcastWork -> decref_pyobject -> take_gil -> pthread_exit)."""
     gc.freeze()
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+    if distributed.joined():
         atexit._run_exitfuncs()
         sys.stdout.flush()
         sys.stderr.flush()

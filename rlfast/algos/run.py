@@ -213,9 +213,9 @@ class Run:
         return save_checkpoint(self.run_dir / name, state)
 
     def abandon(self) -> None:
-        """Undoes what the run set up before it started, for a trainer that stops before ``with run:`` (a usage
-        error found once the envs exist): the pools made so far are closed and this thread's denormal mode is put
-        back, as ``__exit__`` does, so a caller in the same process goes on as before."""
+        """Undoes what the run set up: the pools made so far are closed and this thread's denormal mode is put back,
+        so a caller in the same process goes on as before. ``__exit__`` ends with it; a trainer that stops before
+        ``with run:`` (a usage error found once the envs exist) calls it itself."""
         if self._restore_denormals:
             torch.set_flush_denormal(False)
             self._restore_denormals = False
