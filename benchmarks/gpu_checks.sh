@@ -8,8 +8,7 @@
 #
 # With the device tool's limits (15 minutes of device time a session, start-up and idle included; 8 flat
 # files back): R=$OUT; S=$(date +%s); source ...; DEADLINE=$((S+560)) OUT=/tmp/gc PACK=$R bash ... (timeout 590).
-# The tool sends the working tree, at most 64 MiB: move results/ (committed, ~130 MB) out of the tree for
-# the calls and back after.
+# The tool sends the working tree, at most 64 MiB: results/ (~11 MB) fits.
 #
 # Stages (default: all, in this order; each line's minutes are its time limit):
 #   cuda   pytest -m cuda: pinned memory, device frame stack, device replay                      (4)
@@ -30,7 +29,7 @@
 # seconds) cuts every stage's limit to end 15 s before it, and skips a stage with under 20 s left; PACK=dir
 # packs $OUT at the end into dir/gpu_checks.tgz.* (15 MiB pieces: the device tool brings back few, flat files).
 set -uo pipefail
-cd "$(dirname "$0")/../.." || exit 1
+cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-bench_out/gpu_checks}
 DRY=${DRY:-0}
 DQN_STEPS=${DQN_STEPS:-50000}
@@ -104,7 +103,7 @@ stage_demos() {
 }
 
 stage_ppo() {
-  local a; read -r -a a <<< "${PPO_ARGS:---num-envs 8 64 --iterations 3 --rounds 2 --contenders rlfast rlfast-overlap rlfast+compile cleanrl}"
+  local a; read -r -a a <<< "${PPO_ARGS:---num-envs 8 64 --iterations 3 --rounds 2 --contenders rlfast rlfast+auto rlfast+compile cleanrl}"
   [ "$DRY" = 1 ] && a=(--num-envs 8 --iterations 1 --rounds 1 --contenders rlfast cleanrl)
   limit 540 "$PY" benchmarks/bench_ppo.py "${a[@]}" --json "$OUT/ppo/ppo.json"
 }
