@@ -2,6 +2,7 @@
 
 import importlib.util
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -12,6 +13,12 @@ from typing import Optional
 
 import pytest
 import torch
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "run_defaults(timeout=180, one_thread=False): a test file's defaults for its run fixture's runs"
+    )
 
 
 def pytest_collection_modifyitems(config, items):
@@ -113,6 +120,115 @@ def run_dir_of():
         assert proc.returncode == 0, proc.stdout + proc.stderr
         (run_dir,) = (cwd / "runs").iterdir()
         return run_dir
+
+    return check
+
+
+@pytest.fixture(scope="module")
+def run(request):
+    """``run(script, *args, cwd, timeout=180, env=None)``: runs ``scripts/<script>`` with ``args`` in ``cwd`` to its
+    end and returns the ``subprocess.CompletedProcess`` (output captured as text, its status left to the test). A
+    test file sets another default timeout, or one OpenMP thread for every run (OMP_NUM_THREADS=1 added to ``env``,
+    this process's environment by default), with ``pytestmark = pytest.mark.run_defaults(timeout=...,
+    one_thread=True)``."""
+    scripts = Path(__file__).resolve().parents[1] / "scripts"
+    marker = request.node.get_closest_marker("run_defaults")
+    defaults = {"timeout": 180, "one_thread": False, **(marker.kwargs if marker else {})}
+
+    def run_script(
+        script: str, *args: str, cwd: Path, timeout: float = defaults["timeout"], env: Optional[dict] = None
+    ) -> subprocess.CompletedProcess:
+        if defaults["one_thread"]:
+            env = {**(os.environ if env is None else env), "OMP_NUM_THREADS": "1"}
+        return subprocess.run([sys.executable, str(scripts / script), *args], check=False, capture_output=True,
+                              text=True, timeout=timeout, cwd=cwd, env=env)  # fmt: skip
+
+    return run_script
+
+
+@pytest.fixture(scope="module")
+def run_in_new_dir(tmp_path_factory, run, run_dir_of):
+    """``run_in_new_dir(name, script, *args, **kwargs)``: ``run(script, *args, cwd=folder, **kwargs)`` in a new folder
+    (``tmp_path_factory.mktemp(name)``), checked by ``run_dir_of``; returns ``(run_dir, proc)``. The training run
+    that a test file's module-scoped fixture shares among its tests."""
+
+    def train(name: str, script: str, *args: str, **kwargs) -> tuple[Path, subprocess.CompletedProcess]:
+        folder = tmp_path_factory.mktemp(name)
+        proc = run(script, *args, cwd=folder, **kwargs)
+        return run_dir_of(proc, folder), proc
+
+    return train
+
+
+@pytest.fixture(scope="session")
+def finished_run():
+    """``finished_run(run_dir, stdout, name, steps, saves)``: checks what a trainer run of ``steps`` steps that saved
+    checkpoints every few iterations left: its run dir, named ``<name>__1__<unix time>`` (``name``: the env id and
+    the trainer's, 1: the seed), holding ``checkpoint.pt`` and ``checkpoint_<iteration>.pt`` of each iteration in
+    ``saves``; and its stdout, with the last progress line (``step <steps>/<steps> | <n> SPS | ETA 0:00:00 | return
+    ...``, numbers with thousands commas) and the profile's table (seconds and share of env, inference, train, other
+    and total). Returns the names in the run dir."""
+
+    def check(run_dir: Path, stdout: str, name: str, steps: int, saves: tuple[int, ...]) -> set[str]:
+        assert re.fullmatch(rf"{re.escape(name)}__1__\d+", run_dir.name), run_dir.name
+        names = {p.name for p in run_dir.iterdir()}
+        assert {"checkpoint.pt", *(f"checkpoint_{i:06d}.pt" for i in saves)} <= names, names
+        assert re.search(rf"step\s+{steps:,}/{steps:,} \|\s+[\d,]+ SPS \| ETA 0:00:00 \| return", stdout)
+        for section in ("env", "inference", "train", "other", "total"):
+            assert re.search(rf"^{section}\s+\d+\.\d+\s+\d+\.\d%", stdout, re.MULTILINE), section
+        return names
+
+    return check
+
+
+@pytest.fixture(scope="module")
+def evaluate_twice(run):
+    """``evaluate_twice(checkpoint, episodes, min_return)``: evaluate.py on a trainer's ``checkpoint`` (in its folder),
+    checked to play the greedy policy for ``episodes`` episodes with a mean return of at least ``min_return``, then
+    the sampled policy for 3."""
+
+    def check(checkpoint: Path, episodes: int, min_return: float) -> None:
+        proc = run("evaluate.py", str(checkpoint), "--episodes", str(episodes), cwd=checkpoint.parent)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        match = re.search(r"return: ([\d.]+) ± ([\d.]+)", proc.stdout)
+        assert match and float(match.group(1)) >= min_return, proc.stdout
+        assert f"episodes: {episodes}" in proc.stdout and "greedy policy" in proc.stdout
+        proc = run("evaluate.py", str(checkpoint), "--episodes", "3", "--sample", cwd=checkpoint.parent)
+        assert proc.returncode == 0 and "sampled policy" in proc.stdout, proc.stderr
+
+    return check
+
+
+@pytest.fixture(scope="module")
+def learning_run(run):
+    """``learning_run(script, *args, **kwargs)``: ``run(script, *args, **kwargs)`` of a test that trains to a return,
+    timed and checked to end with status 0; returns ``(last, mean_return, seconds)``: its last progress line, the
+    mean return over the last 20 episodes that line gives, and how long the run took."""
+
+    def train(script: str, *args: str, **kwargs) -> tuple[str, float, float]:
+        start = time.perf_counter()
+        proc = run(script, *args, **kwargs)
+        seconds = time.perf_counter() - start
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        last = [line for line in proc.stdout.splitlines() if line.startswith("step")][-1]
+        return last, float(re.search(r"return\s+([\d.]+) \(last 20 ep\)", last).group(1)), seconds
+
+    return train
+
+
+@pytest.fixture(scope="session")
+def exits_promptly():
+    """``exits_promptly(code, timeout)``: runs ``code`` in a new interpreter (``python -c``), which exits with work
+    in flight, and checks that it ends with status 0 (or 3: its ``raise SystemExit(3)``) within 60 s: a hang, not a
+    slow start (start-up and exit take ~5 s, 18 s under heavy load, as importing torch beside another pytest worker);
+    ``timeout`` bounds the hang. Returns its stderr."""
+
+    def check(code: str, timeout: float) -> str:
+        start = time.monotonic()
+        proc = subprocess.run([sys.executable, "-c", code], timeout=timeout, capture_output=True, text=True)
+        assert proc.returncode in (0, 3), proc.stderr
+        assert time.monotonic() - start < 60
+        return proc.stderr
 
     return check
 

@@ -1,5 +1,7 @@
 """Classic control envs against gymnasium: spaces, seeding, and state-synced step equality."""
 
+import contextlib
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -54,33 +56,50 @@ def sync_gym_from_pool(ref, pool):
     ref.unwrapped.state = np.array(pool._get_state(0), dtype=np.float64)
 
 
+@contextlib.contextmanager
+def beside_gymnasium(task_id, **make_kwargs):
+    """``(pool, ref)``: a pool of one ``task_id`` env (``make_kwargs``: its seed) and gymnasium's env, reset and set
+    to the pool's state."""
+    ref = gym.make(task_id)
+    ref.reset(seed=0)
+    try:
+        with rlfast.make(task_id, num_envs=1, **make_kwargs) as pool:
+            pool.reset()
+            sync_gym_from_pool(ref, pool)
+            yield pool, ref
+    finally:
+        ref.close()
+
+
+def random_steps_beside_gymnasium(task_id, seed, steps, rng):
+    """``steps`` steps of ``beside_gymnasium(task_id, seed=seed)``'s two envs, both given the same random actions
+    (from ``rng``): yields ``(t, pool, ref, action, ours, theirs)`` after step ``t``, ``ours`` and ``theirs`` what
+    each env's ``step`` returned."""
+    with beside_gymnasium(task_id, seed=seed) as (pool, ref):
+        for t in range(steps):
+            action = random_actions(pool.single_action_space, 1, rng)
+            ours = pool.step(action)
+            yield t, pool, ref, action, ours, ref.step(action[0] if action.ndim > 1 else int(action[0]))
+
+
 @pytest.mark.skipif(not rlfast._C.has_test_hooks, reason="built without RLFAST_TEST_HOOKS")
 @pytest.mark.parametrize("task_id", TASKS)
 def test_state_synced_steps_match_gymnasium(task_id):
     rng = np.random.default_rng(123)
-    ref = gym.make(task_id)
-    ref.reset(seed=0)
     episodes = 0
-    with rlfast.make(task_id, num_envs=1, seed=0) as pool:
-        pool.reset()
-        sync_gym_from_pool(ref, pool)
-        for t in range(600):
-            action = random_actions(pool.single_action_space, 1, rng)
-            obs, reward, term, trunc, _ = pool.step(action)
-            ref_action = action[0] if action.ndim > 1 else int(action[0])
-            r_obs, r_reward, r_term, r_trunc, _ = ref.step(ref_action)
-            np.testing.assert_allclose(obs[0].numpy(), r_obs, atol=OBS_ATOL, err_msg=f"{task_id} step {t}")
-            assert reward[0].item() == pytest.approx(r_reward, rel=REWARD_RTOL), f"{task_id} step {t}"
-            assert bool(term[0]) == r_term and bool(trunc[0]) == r_trunc, f"{task_id} step {t}"
-            if r_term or r_trunc:
-                episodes += 1
-                obs, reward, term, trunc, info = pool.step(action)  # next-step autoreset
-                assert reward[0] == 0 and not term[0] and info["elapsed_step"][0] == 0
-                ref.reset()
-                sync_gym_from_pool(ref, pool)
-            # Re-sync every step from our state: a one-ulp libm difference must not compound.
+    for t, pool, ref, action, ours, theirs in random_steps_beside_gymnasium(task_id, 0, 600, rng):
+        (obs, reward, term, trunc, _), (r_obs, r_reward, r_term, r_trunc, _) = ours, theirs
+        np.testing.assert_allclose(obs[0].numpy(), r_obs, atol=OBS_ATOL, err_msg=f"{task_id} step {t}")
+        assert reward[0].item() == pytest.approx(r_reward, rel=REWARD_RTOL), f"{task_id} step {t}"
+        assert bool(term[0]) == r_term and bool(trunc[0]) == r_trunc, f"{task_id} step {t}"
+        if r_term or r_trunc:
+            episodes += 1
+            obs, reward, term, trunc, info = pool.step(action)  # next-step autoreset
+            assert reward[0] == 0 and not term[0] and info["elapsed_step"][0] == 0
+            ref.reset()
             sync_gym_from_pool(ref, pool)
-    ref.close()
+        # Re-sync every step from our state: a one-ulp libm difference must not compound.
+        sync_gym_from_pool(ref, pool)
 
 
 @pytest.mark.skipif(not rlfast._C.has_test_hooks, reason="built without RLFAST_TEST_HOOKS")
@@ -88,28 +107,14 @@ def test_state_synced_steps_match_gymnasium(task_id):
 def test_free_running_trajectory_matches_gymnasium(task_id):
     """No re-sync after the initial state: 100 steps of identical double arithmetic."""
     rng = np.random.default_rng(7)
-    ref = gym.make(task_id)
-    ref.reset(seed=0)
-    with rlfast.make(task_id, num_envs=1, seed=3) as pool:
-        pool.reset()
-        sync_gym_from_pool(ref, pool)
-        for t in range(100):
-            action = random_actions(pool.single_action_space, 1, rng)
-            obs, reward, term, trunc, _ = pool.step(action)
-            r_obs, r_reward, r_term, r_trunc, _ = ref.step(action[0] if action.ndim > 1 else int(action[0]))
-            np.testing.assert_allclose(obs[0].numpy(), r_obs, atol=1e-4, err_msg=f"{task_id} step {t}")
-            if r_term or r_trunc:
-                break
-    ref.close()
+    for t, _, _, _, (obs, *_), (r_obs, _, r_term, r_trunc, _) in random_steps_beside_gymnasium(task_id, 3, 100, rng):
+        np.testing.assert_allclose(obs[0].numpy(), r_obs, atol=1e-4, err_msg=f"{task_id} step {t}")
+        if r_term or r_trunc:
+            break
 
 
 def test_continuous_actions_are_clipped_like_gymnasium():
-    ref = gym.make("Pendulum-v1")
-    ref.reset(seed=0)
-    with rlfast.make("Pendulum-v1", num_envs=1) as pool:
-        pool.reset()
-        sync_gym_from_pool(ref, pool)
+    with beside_gymnasium("Pendulum-v1") as (pool, ref):
         obs, *_ = pool.step(np.array([[50.0]], dtype=np.float32))
         r_obs, *_ = ref.step(np.array([50.0], dtype=np.float32))
         np.testing.assert_allclose(obs[0].numpy(), r_obs, atol=OBS_ATOL)
-    ref.close()

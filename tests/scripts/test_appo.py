@@ -5,9 +5,6 @@ with the preset. The pieces: tests/algos/test_appo_pieces.py, test_vtrace.py."""
 
 import re
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -17,14 +14,8 @@ from rlfast.algos.checkpoint import load_checkpoint
 from rlfast.algos.config import parse_or_resume
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPTS = ROOT / "scripts"
 TINY = ["--env-id", "CartPole-v1", "--num-envs", "8", "--trajectory-length", "8", "--batch-size", "64", "--no-cuda",
         "--torch-threads", "1", "--runs-dir", "runs"]  # fmt: skip
-
-
-def run(script, *args, cwd, timeout=180, env=None):
-    return subprocess.run([sys.executable, str(SCRIPTS / script), *args], check=False, capture_output=True, text=True,
-                          timeout=timeout, cwd=cwd, env=env)  # fmt: skip
 
 
 def scalars(run_dir, tag):
@@ -34,11 +25,8 @@ def scalars(run_dir, tag):
 
 
 @pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory, run_dir_of):
-    tmp = tmp_path_factory.mktemp("appo")
-    proc = run("appo.py", *TINY, "--total-timesteps", "3200", cwd=tmp)
-    run_dir = run_dir_of(proc, tmp)
-    return run_dir, proc
+def smoke_run(run_in_new_dir):
+    return run_in_new_dir("appo", "appo.py", *TINY, "--total-timesteps", "3200")
 
 
 def test_smoke_run_outputs_and_checkpoint(smoke_run):
@@ -57,7 +45,7 @@ def test_smoke_run_outputs_and_checkpoint(smoke_run):
     assert all(v >= 0 for _, v in lag) and max(v for _, v in lag) > 0
 
 
-def test_evaluate_and_resume(smoke_run, tmp_path):
+def test_evaluate_and_resume(run, smoke_run, tmp_path):
     run_dir, _ = smoke_run
     proc = run("evaluate.py", str(run_dir), "--episodes", "2", cwd=tmp_path)
     assert proc.returncode == 0 and "appo.py checkpoint at step 3,200, greedy policy" in proc.stdout, (
@@ -71,7 +59,7 @@ def test_evaluate_and_resume(smoke_run, tmp_path):
     assert (load_checkpoint(copy)["global_step"], "profile over 10 iterations" in proc.stdout) == (3840, True)
 
 
-def test_deterministic_runs_give_identical_losses(tmp_path):
+def test_deterministic_runs_give_identical_losses(run, tmp_path):
     flags = [*TINY, "--deterministic", "--env-batch-size", "8", "--total-timesteps", "1280"]
     losses = []
     for i in range(2):
@@ -88,7 +76,7 @@ def test_deterministic_runs_give_identical_losses(tmp_path):
     assert len(losses[0][0]) == 20 and len({v for _, v in losses[0][0]}) > 1
 
 
-def test_kl_adaptive_lr_steers_the_rate_by_the_epochs_kl(tmp_path):
+def test_kl_adaptive_lr_steers_the_rate_by_the_epochs_kl(run, tmp_path):
     # a KL target far above what an epoch moves the policy: the rate grows x1.5 per epoch up to --lr-max
     flags = [*TINY, "--total-timesteps", "640", "--update-epochs", "2", "--learning-rate", "1e-4"]
     proc = run("appo.py", *flags, "--kl-adaptive-lr", "10", "--lr-max", "5e-4", cwd=tmp_path)
@@ -111,7 +99,7 @@ def test_kl_adaptive_lr_steers_the_rate_by_the_epochs_kl(tmp_path):
     assert proc.returncode != 0 and "error: --lr-max 5e-05 is below --learning-rate 0.0001" in proc.stderr
 
 
-def test_atari_run_logs_whole_games(tmp_path):
+def test_atari_run_logs_whole_games(run, tmp_path):
     proc = run("appo.py", "--env-id", "Breakout-v5", "--num-envs", "4", "--rollout", "8", "--batch-size", "32",
                "--total-timesteps", "640", "--no-cuda", "--torch-threads", "1", "--runs-dir", "runs",
                cwd=tmp_path)  # fmt: skip
@@ -123,7 +111,7 @@ def test_atari_run_logs_whole_games(tmp_path):
     assert "network.0.weight" in ckpt["models"]["agent"]  # the Nature CNN
 
 
-def test_trains_a_gymnasium_env_in_worker_processes_and_evaluates_it(tmp_path):
+def test_trains_a_gymnasium_env_in_worker_processes_and_evaluates_it(run, tmp_path):
     """A gymnasium "module:Env-v0" id runs as Python envs (rlfast/procpool.py) through the MLP; evaluate.py replays
     it."""
     proc = run("appo.py", *TINY, "--env-id", "gymnasium:CartPole-v1", "--total-timesteps", "640", cwd=tmp_path)
@@ -138,7 +126,7 @@ def test_trains_a_gymnasium_env_in_worker_processes_and_evaluates_it(tmp_path):
     )
 
 
-def test_trains_a_users_pixel_env_through_the_cnn(tmp_path, pixel_env):
+def test_trains_a_users_pixel_env_through_the_cnn(run, tmp_path, pixel_env):
     """uint8 (C, 84, 84) frames of a user's env go to the Nature CNN, with no Atari wrapper added."""
     proc = run("appo.py", *TINY, "--env-id", "dotframes:DotFrames-v0", "--total-timesteps", "640", cwd=tmp_path,
                env=pixel_env)  # fmt: skip
@@ -159,7 +147,7 @@ def test_trains_a_users_pixel_env_through_the_cnn(tmp_path, pixel_env):
     ("gymnasium:FrozenLake-v1", "gymnasium:FrozenLake-v1 has Discrete observations; appo.py needs a Box"),
     ("gymnasium:Pendulum-v1", "gymnasium:Pendulum-v1 has a Box action space; appo.py needs Discrete"),
 ])  # fmt: skip
-def test_refuses_a_users_env_it_cannot_train(tmp_path, pixel_env, env_id, message):
+def test_refuses_a_users_env_it_cannot_train(run, tmp_path, pixel_env, env_id, message):
     proc = run("appo.py", *TINY, "--env-id", env_id, "--total-timesteps", "640", cwd=tmp_path, env=pixel_env)
     assert proc.returncode == 1 and message in proc.stderr, proc.stdout + proc.stderr
 
@@ -191,20 +179,16 @@ def test_ctrl_c_stops_a_run_on_worker_processes_cleanly(tmp_path, interrupt_trai
     assert not processes_in(tmp_path)  # the workers ran there too (forked from the trainer), and are gone
 
 
-def test_bad_flag_is_one_error_line(tmp_path):
+def test_bad_flag_is_one_error_line(run, tmp_path):
     proc = run("appo.py", *TINY, "--total-timesteps", "640", "--num-threads", "0", cwd=tmp_path)
     assert proc.returncode == 1 and proc.stderr.startswith("error: --num-threads must be >= 1"), proc.stderr
 
 
 @pytest.mark.slow
-def test_cartpole_preset_reaches_400(tmp_path):
-    start = time.perf_counter()
-    proc = run("appo.py", "--config", str(ROOT / "configs" / "cartpole_appo.toml"), "--target-return", "400",
-               "--no-cuda", cwd=tmp_path, timeout=600)  # fmt: skip
-    seconds = time.perf_counter() - start
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    last = [line for line in proc.stdout.splitlines() if line.startswith("step")][-1]
-    mean_return = float(re.search(r"return\s+([\d.]+) \(last 20 ep\)", last).group(1))
+def test_cartpole_preset_reaches_400(tmp_path, learning_run):
+    last, mean_return, seconds = learning_run("appo.py", "--config", str(ROOT / "configs" / "cartpole_appo.toml"),
+                                              "--target-return", "400", "--no-cuda", cwd=tmp_path,
+                                              timeout=600)  # fmt: skip
     print(f"{last} in {seconds:.0f} s")
     assert mean_return >= 400, last
 

@@ -3,9 +3,6 @@ buffer's size line, evaluate.py on the checkpoint, --resume, Ctrl-C, and a slow 
 the preset. The pieces are checked in tests/algos/test_dqn.py and tests/algos/test_replay.py."""
 
 import re
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -15,23 +12,14 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from rlfast.algos.checkpoint import load_checkpoint, save_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPTS = ROOT / "scripts"
 TINY = ["--num-envs", "2", "--num-steps", "50", "--learning-starts", "200", "--batch-size", "32",
         "--buffer-size", "500", "--target-network-frequency", "300", "--no-cuda", "--torch-threads", "1",
         "--runs-dir", "runs"]  # fmt: skip
 
 
-def run(script, *args, cwd, timeout=180):
-    return subprocess.run([sys.executable, str(SCRIPTS / script), *args], check=False, capture_output=True, text=True,
-                          timeout=timeout, cwd=cwd)  # fmt: skip
-
-
 @pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory, run_dir_of):
-    tmp = tmp_path_factory.mktemp("dqn")
-    proc = run("dqn.py", *TINY, "--total-timesteps", "1000", "--save-interval", "5", cwd=tmp)
-    run_dir = run_dir_of(proc, tmp)
-    return run_dir, proc
+def smoke_run(run_in_new_dir):
+    return run_in_new_dir("dqn", "dqn.py", *TINY, "--total-timesteps", "1000", "--save-interval", "5")
 
 
 def test_smoke_run_outputs_and_checkpoint(smoke_run):
@@ -64,7 +52,7 @@ def test_smoke_run_outputs_and_checkpoint(smoke_run):
     assert losses[0] == 0.0 and losses[-1] > 0.0  # before learning starts, and after
 
 
-def test_evaluate_greedy_and_epsilon(smoke_run):
+def test_evaluate_greedy_and_epsilon(run, smoke_run):
     run_dir, _ = smoke_run
     proc = run("evaluate.py", str(run_dir), "--episodes", "3", cwd=run_dir)
     assert proc.returncode == 0 and "CartPole-v1: dqn.py checkpoint at step 1,000, greedy policy" in proc.stdout, (
@@ -74,7 +62,7 @@ def test_evaluate_greedy_and_epsilon(smoke_run):
     assert proc.returncode == 0 and "sampled policy" in proc.stdout, proc.stderr
 
 
-def test_resume_continues_the_count(smoke_run, tmp_path):
+def test_resume_continues_the_count(run, smoke_run, tmp_path):
     run_dir, _ = smoke_run
     copy = tmp_path / run_dir.name
     copy.mkdir()
@@ -87,7 +75,7 @@ def test_resume_continues_the_count(smoke_run, tmp_path):
     assert not (copy / "replay_buffer.pt").exists()
 
 
-def test_save_replay_resumes_with_the_buffer(tmp_path):
+def test_save_replay_resumes_with_the_buffer(run, tmp_path):
     proc = run("dqn.py", *TINY, "--total-timesteps", "600", "--save-replay", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "replay buffer: 500 transitions, 16.02 kB on cpu; saved with every checkpoint.pt (--save-replay)" in (
@@ -129,13 +117,8 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path, interrupt_trainin
 
 
 @pytest.mark.slow
-def test_cartpole_preset_reaches_400(tmp_path):
-    start = time.perf_counter()
-    proc = run("dqn.py", "--config", str(ROOT / "configs" / "cartpole_dqn.toml"), "--no-cuda", cwd=tmp_path,
-               timeout=600)  # fmt: skip
-    seconds = time.perf_counter() - start
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    last = [line for line in proc.stdout.splitlines() if line.startswith("step")][-1]
-    mean_return = float(re.search(r"return\s+([\d.]+) \(last 20 ep\)", last).group(1))
+def test_cartpole_preset_reaches_400(tmp_path, learning_run):
+    last, mean_return, seconds = learning_run("dqn.py", "--config", str(ROOT / "configs" / "cartpole_dqn.toml"),
+                                              "--no-cuda", cwd=tmp_path, timeout=600)  # fmt: skip
     print(f"{last} in {seconds:.0f} s")
     assert mean_return >= 400, last

@@ -3,10 +3,7 @@ stats, a checkpoint with its evaluation options, gradient steps at the replay ra
 whole games with raw scores. The buffer's stacks are checked against the pool's own stacking in
 tests/algos/test_replay.py (a Breakout pool with episodic life)."""
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,24 +12,16 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from rlfast.algos.checkpoint import load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPTS = ROOT / "scripts"
-ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
-
-
-def run(script, *args, cwd, timeout=240, env=None):
-    env = ENV if env is None else {**env, "OMP_NUM_THREADS": "1"}  # a user's module on the path, one thread too
-    return subprocess.run([sys.executable, str(SCRIPTS / script), *args], check=False, capture_output=True, text=True,
-                          timeout=timeout, cwd=cwd, env=env)  # fmt: skip
+# For the run fixture (tests/conftest.py): one OpenMP thread, also where a test gives env (a user's module on the path).
+pytestmark = pytest.mark.run_defaults(timeout=240, one_thread=True)
 
 
 @pytest.fixture(scope="module")
-def breakout_run(tmp_path_factory, run_dir_of):
-    tmp = tmp_path_factory.mktemp("dqn_atari")
-    proc = run("dqn_atari.py", "--num-envs", "2", "--num-steps", "64", "--total-timesteps", "768", "--learning-starts",
-               "256", "--batch-size", "16", "--buffer-size", "1024", "--target-network-frequency", "256", "--no-cuda",
-               "--torch-threads", "1", "--runs-dir", "runs", cwd=tmp)  # fmt: skip
-    run_dir = run_dir_of(proc, tmp)
-    return run_dir, proc
+def breakout_run(run_in_new_dir):
+    return run_in_new_dir("dqn_atari", "dqn_atari.py", "--num-envs", "2", "--num-steps", "64", "--total-timesteps",
+                          "768", "--learning-starts", "256", "--batch-size", "16", "--buffer-size", "1024",
+                          "--target-network-frequency", "256", "--no-cuda", "--torch-threads", "1",
+                          "--runs-dir", "runs")  # fmt: skip
 
 
 def test_run_outputs_and_checkpoint(breakout_run):
@@ -54,7 +43,7 @@ def test_run_outputs_and_checkpoint(breakout_run):
 
 
 @pytest.mark.parametrize("flag, policy", [([], "greedy"), (["--sample"], "sampled")])
-def test_evaluate_plays_whole_games(breakout_run, flag, policy):
+def test_evaluate_plays_whole_games(run, breakout_run, flag, policy):
     run_dir, _ = breakout_run
     proc = run("evaluate.py", str(run_dir), "--episodes", "2", *flag, cwd=run_dir)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -62,7 +51,7 @@ def test_evaluate_plays_whole_games(breakout_run, flag, policy):
     assert float(re.search(r"mean length: ([\d.]+)", proc.stdout).group(1)) > 50
 
 
-def test_trains_and_evaluates_a_users_pixel_env(tmp_path, pixel_env):
+def test_trains_and_evaluates_a_users_pixel_env(run, tmp_path, pixel_env):
     """A user's env giving uint8 (1, 84, 84) frames: stacked and stored as the Atari games' frames, its own
     episodes (no lives, no clipping), and evaluate.py stacks them the same way."""
     proc = run("dqn_atari.py", "--env-id", "dotframes:DotFrame-v0", "--num-envs", "2", "--num-steps", "64",

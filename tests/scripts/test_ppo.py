@@ -20,30 +20,17 @@ SCRIPTS = ROOT / "scripts"
 TINY = ["--num-envs", "4", "--num-steps", "32", "--no-cuda", "--torch-threads", "1"]
 
 
-def run(script, *args, cwd, timeout=180):
-    proc = subprocess.run([sys.executable, str(SCRIPTS / script), *args], check=False, capture_output=True, text=True,
-                          timeout=timeout, cwd=cwd)  # fmt: skip
-    return proc
-
-
 @pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory, run_dir_of):
+def smoke_run(run_in_new_dir):
     """One tiny training run shared by the tests that inspect its outputs."""
-    tmp = tmp_path_factory.mktemp("smoke")
-    proc = run("ppo.py", *TINY, "--total-timesteps", "512", "--save-interval", "2", "--runs-dir", "runs", cwd=tmp)
-    run_dir = run_dir_of(proc, tmp)
-    return run_dir, proc
+    return run_in_new_dir("smoke", "ppo.py", *TINY, "--total-timesteps", "512", "--save-interval", "2",
+                          "--runs-dir", "runs")  # fmt: skip
 
 
-def test_smoke_run_dir_and_outputs(smoke_run):
+def test_smoke_run_dir_and_outputs(smoke_run, finished_run):
     run_dir, proc = smoke_run
-    assert re.fullmatch(r"CartPole-v1__ppo__1__\d+", run_dir.name)
-    names = {p.name for p in run_dir.iterdir()}
-    assert {"checkpoint.pt", "checkpoint_000002.pt", "checkpoint_000004.pt"} <= names
+    names = finished_run(run_dir, proc.stdout, "CartPole-v1__ppo", 512, saves=(2, 4))
     assert any(n.startswith("events.out.tfevents") for n in names)
-    assert re.search(r"step\s+512/512 \|\s+[\d,]+ SPS \| ETA 0:00:00 \| return", proc.stdout)
-    for section in ("env", "inference", "train", "other", "total"):
-        assert re.search(rf"^{section}\s+\d+\.\d+\s+\d+\.\d%", proc.stdout, re.MULTILINE), section
 
     ckpt = load_checkpoint(run_dir / "checkpoint.pt")
     assert ckpt["script"] == "ppo.py" and ckpt["env_id"] == "CartPole-v1"
@@ -58,18 +45,12 @@ def test_smoke_tensorboard_tags(smoke_run, ppo_log):
     assert "hyperparameters/text_summary" in acc.Tags()["tensors"]
 
 
-def test_evaluate_on_smoke_checkpoint(smoke_run):
+def test_evaluate_on_smoke_checkpoint(smoke_run, evaluate_twice):
     run_dir, _ = smoke_run
-    proc = run("evaluate.py", str(run_dir / "checkpoint.pt"), "--episodes", "5", cwd=run_dir)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    match = re.search(r"return: ([\d.]+) ± ([\d.]+)", proc.stdout)
-    assert match and float(match.group(1)) >= 8.0  # CartPole episodes last at least 8 steps
-    assert "episodes: 5" in proc.stdout and "greedy policy" in proc.stdout
-    proc = run("evaluate.py", str(run_dir / "checkpoint.pt"), "--episodes", "3", "--sample", cwd=run_dir)
-    assert proc.returncode == 0 and "sampled policy" in proc.stdout
+    evaluate_twice(run_dir / "checkpoint.pt", 5, min_return=8.0)  # CartPole episodes last at least 8 steps
 
 
-def test_plot_profile(smoke_run, tmp_path):
+def test_plot_profile(run, smoke_run, tmp_path):
     pytest.importorskip("matplotlib")
     run_dir, _ = smoke_run
     out = tmp_path / "profile.png"
@@ -90,7 +71,7 @@ def test_plot_profile_without_matplotlib_says_how_to_get_it(smoke_run, tmp_path)
     assert proc.returncode != 0 and "pip install matplotlib" in proc.stderr
 
 
-def test_preset_is_loaded_and_command_line_wins(tmp_path):
+def test_preset_is_loaded_and_command_line_wins(run, tmp_path):
     preset = tomllib_load(ROOT / "configs" / "cartpole.toml")
     proc = run("ppo.py", "--config", str(ROOT / "configs" / "cartpole.toml"), "--num-envs", "2", "--num-steps", "16",
                "--total-timesteps", "64", "--no-cuda", "--runs-dir", "runs", cwd=tmp_path)  # fmt: skip
@@ -123,7 +104,7 @@ def test_sigterm_saves_a_checkpoint_and_exits_with_143(tmp_path, interrupt_train
     assert ckpt["global_step"] == ckpt["iteration"] * 128
 
 
-def test_sigkill_loses_at_most_the_save_minutes(tmp_path):
+def test_sigkill_loses_at_most_the_save_minutes(run, tmp_path):
     # --save-minutes 1e-6: checkpoint.pt is rewritten after every iteration, so a SIGKILL (no handler can run)
     # leaves the state of a completed iteration behind, and the run resumes from it. (A kill during a save may
     # leave that save's temp file behind; checkpoint.pt itself is only ever replaced whole.)
@@ -151,15 +132,11 @@ def test_sigkill_loses_at_most_the_save_minutes(tmp_path):
 
 
 @pytest.mark.slow
-def test_cartpole_learns_to_450(tmp_path):
+def test_cartpole_learns_to_450(run, tmp_path, learning_run):
     """The preset reaches a mean return of 450 over 20 episodes (~5-10 s on 2 CPU cores, 2-4 min on 1 loaded core)."""
-    start = time.perf_counter()
-    proc = run("ppo.py", "--config", str(ROOT / "configs" / "cartpole.toml"), "--target-return", "450",
-               "--no-cuda", "--runs-dir", "runs", cwd=tmp_path, timeout=600)  # fmt: skip
-    seconds = time.perf_counter() - start
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    last = [line for line in proc.stdout.splitlines() if line.startswith("step")][-1]
-    mean_return = float(re.search(r"return\s+([\d.]+) \(last 20 ep\)", last).group(1))
+    last, mean_return, seconds = learning_run("ppo.py", "--config", str(ROOT / "configs" / "cartpole.toml"),
+                                              "--target-return", "450", "--no-cuda", "--runs-dir", "runs",
+                                              cwd=tmp_path, timeout=600)  # fmt: skip
     assert mean_return >= 450, last
     (run_dir,) = (tmp_path / "runs").iterdir()
     ckpt = load_checkpoint(run_dir / "checkpoint.pt")
@@ -180,7 +157,7 @@ def test_scripts_import_without_running():
         assert hasattr(module, "main")
 
 
-def test_trains_a_gymnasium_env_in_worker_processes_and_evaluates_it(tmp_path):
+def test_trains_a_gymnasium_env_in_worker_processes_and_evaluates_it(run, tmp_path):
     """A gymnasium id that is no engine task runs as Python envs (rlfast/procpool.py); evaluate.py replays it."""
     proc = run("ppo.py", *TINY, "--env-id", "gymnasium:CartPole-v1", "--total-timesteps", "512", "--runs-dir", "runs",
                cwd=tmp_path)  # fmt: skip
@@ -192,7 +169,7 @@ def test_trains_a_gymnasium_env_in_worker_processes_and_evaluates_it(tmp_path):
     assert "gymnasium:CartPole-v1" in proc.stdout
 
 
-def test_lunarlander_preset_runs_with_its_settings(tmp_path):
+def test_lunarlander_preset_runs_with_its_settings(run, tmp_path):
     """configs/lunarlander.toml: gymnasium's Box2D LunarLander in worker processes with SB3-zoo's PPO settings."""
     pytest.importorskip("Box2D", reason="gymnasium's Box2D envs need the box2d package (the bench extra)")
     preset = tomllib_load(ROOT / "configs" / "lunarlander.toml")
@@ -210,7 +187,7 @@ def test_lunarlander_preset_runs_with_its_settings(tmp_path):
     assert preset["bootstrap_truncated"] and not preset["clip_vloss"]  # as SB3's PPO, which the preset follows
 
 
-def test_refuses_observations_an_mlp_cannot_take(tmp_path):
+def test_refuses_observations_an_mlp_cannot_take(run, tmp_path):
     proc = run("ppo.py", *TINY, "--env-id", "gymnasium:FrozenLake-v1", "--total-timesteps", "512", "--runs-dir", "runs",
                cwd=tmp_path)  # fmt: skip
     assert proc.returncode == 1

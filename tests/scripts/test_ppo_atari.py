@@ -6,8 +6,6 @@ are checked against CleanRL's bookkeeping in tests/algos/test_episodes.py."""
 import importlib.util
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,44 +20,29 @@ TINY = ["--num-envs", "2", "--num-steps", "16", "--no-cuda", "--torch-threads", 
 
 
 # One OpenMP thread in every subprocess (evaluate.py has no flag for it): on a shared 2-core machine a
-# busy neighbour makes 2-thread CPU inference of small batches up to 50x slower (spinning threads).
+# busy neighbour makes 2-thread CPU inference of small batches up to 50x slower (spinning threads). The run
+# fixture (tests/conftest.py) sets it also where a test gives env (a user's module on the path).
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
-
-
-def run(script, *args, cwd, timeout=120, env=None):
-    env = ENV if env is None else {**env, "OMP_NUM_THREADS": "1"}  # a user's module on the path, one thread too
-    return subprocess.run([sys.executable, str(SCRIPTS / script), *args], check=False, capture_output=True,
-                          text=True, timeout=timeout, cwd=cwd, env=env)
+pytestmark = pytest.mark.run_defaults(timeout=120, one_thread=True)
 
 
 @pytest.fixture(scope="module")
-def breakout_run(tmp_path_factory, run_dir_of):
+def breakout_run(run_in_new_dir):
     """Breakout, long enough (256 steps per env) for random-ish play to end games."""
-    tmp = tmp_path_factory.mktemp("breakout")
-    proc = run("ppo_atari.py", *TINY, "--env-id", "Breakout-v5", "--num-steps", "32",
-               "--total-timesteps", "512", "--save-interval", "4", cwd=tmp)  # fmt: skip
-    run_dir = run_dir_of(proc, tmp)
-    return run_dir, proc
+    return run_in_new_dir("breakout", "ppo_atari.py", *TINY, "--env-id", "Breakout-v5", "--num-steps", "32",
+                          "--total-timesteps", "512", "--save-interval", "4")  # fmt: skip
 
 
 @pytest.fixture(scope="module")
-def pong_run(tmp_path_factory, run_dir_of):
+def pong_run(run_in_new_dir):
     """The default task: 2 iterations."""
-    tmp = tmp_path_factory.mktemp("pong")
-    proc = run("ppo_atari.py", *TINY, "--total-timesteps", "64", cwd=tmp)
-    run_dir = run_dir_of(proc, tmp)
-    return run_dir, proc
+    return run_in_new_dir("pong", "ppo_atari.py", *TINY, "--total-timesteps", "64")
 
 
-def test_run_dir_outputs_and_checkpoint(breakout_run):
+def test_run_dir_outputs_and_checkpoint(breakout_run, finished_run):
     run_dir, proc = breakout_run
-    assert re.fullmatch(r"Breakout-v5__ppo_atari__1__\d+", run_dir.name)
+    finished_run(run_dir, proc.stdout, "Breakout-v5__ppo_atari", 512, saves=(4, 8))
     assert proc.stdout.count("EnvPool('Breakout-v5', num_envs=2") == 1
-    names = {p.name for p in run_dir.iterdir()}
-    assert {"checkpoint.pt", "checkpoint_000004.pt", "checkpoint_000008.pt"} <= names
-    assert re.search(r"step\s+512/512 \|\s+[\d,]+ SPS \| ETA 0:00:00 \| return", proc.stdout)
-    for section in ("env", "inference", "train", "other", "total"):
-        assert re.search(rf"^{section}\s+\d+\.\d+\s+\d+\.\d%", proc.stdout, re.MULTILINE), section
 
     ckpt = load_checkpoint(run_dir / "checkpoint.pt")
     assert ckpt["script"] == "ppo_atari.py" and ckpt["env_id"] == "Breakout-v5"
@@ -83,7 +66,7 @@ def test_tensorboard_tags_and_full_game_episodes(breakout_run, ppo_log):
         assert 50 <= length.value <= ret.step / 2 and ret.step == length.step <= 512
 
 
-def test_evaluate_plays_whole_games_with_raw_scores(pong_run):
+def test_evaluate_plays_whole_games_with_raw_scores(run, pong_run):
     run_dir, _ = pong_run
     proc = run("evaluate.py", str(run_dir / "checkpoint.pt"), "--episodes", "2", cwd=run_dir)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -94,7 +77,7 @@ def test_evaluate_plays_whole_games_with_raw_scores(pong_run):
     assert match and float(match.group(1)) > 500 and float(match.group(2)) <= -15, proc.stdout
 
 
-def test_trains_and_evaluates_a_users_pixel_env(tmp_path, pixel_env):
+def test_trains_and_evaluates_a_users_pixel_env(run, tmp_path, pixel_env):
     """A user's env giving uint8 (1, 84, 84) frames: stacked as the Atari games' frames, its own episodes (no lives,
     no clipping), and evaluate.py stacks them the same way."""
     proc = run("ppo_atari.py", *TINY, "--env-id", "dotframes:DotFrame-v0", "--total-timesteps", "128", cwd=tmp_path,
@@ -113,7 +96,7 @@ def test_trains_and_evaluates_a_users_pixel_env(tmp_path, pixel_env):
     assert "mean length: 40.0" in proc.stdout
 
 
-def test_refuses_a_users_env_without_its_frames(tmp_path, pixel_env):
+def test_refuses_a_users_env_without_its_frames(run, tmp_path, pixel_env):
     proc = run("ppo_atari.py", *TINY, "--env-id", "dotframes:DotFrames-v0", "--total-timesteps", "128", cwd=tmp_path,
                env=pixel_env)  # fmt: skip
     assert proc.returncode == 1
@@ -121,7 +104,7 @@ def test_refuses_a_users_env_without_its_frames(tmp_path, pixel_env):
             "(1, 84, 84)") in proc.stderr, proc.stdout + proc.stderr
 
 
-def test_resume_continues_the_same_run(pong_run):
+def test_resume_continues_the_same_run(run, pong_run):
     run_dir, _ = pong_run
     proc = run("ppo_atari.py", "--resume", str(run_dir / "checkpoint.pt"), "--total-timesteps", "128",
                cwd=run_dir.parent.parent)  # fmt: skip
@@ -133,7 +116,7 @@ def test_resume_continues_the_same_run(pong_run):
     assert len(list(run_dir.parent.iterdir())) == 1
 
 
-def test_preset_is_loaded_and_command_line_wins(tmp_path):
+def test_preset_is_loaded_and_command_line_wins(run, tmp_path):
     with open(ROOT / "configs" / "pong_5min.toml", "rb") as f:
         preset = tomllib.load(f)
     overridden = {"num_envs", "num_steps", "total_timesteps"}

@@ -4,31 +4,18 @@ resumes and evaluate.py evaluates while ppo_atari.py refuses them with a line na
 makes the recurrent update right is tests/scripts/test_recurrent.py's; its numbers, tests/scripts/test_golden.py's
 (recorded from ppo_atari.py --recurrent lstm before the split)."""
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 from rlfast.algos.checkpoint import load_checkpoint, save_checkpoint
 
-SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 TINY = ["--env-id", "Breakout-v5", "--num-envs", "2", "--num-steps", "16", "--num-minibatches", "2", "--no-cuda",
         "--torch-threads", "1", "--runs-dir", "runs"]  # fmt: skip
-ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
-
-
-def run(script, *args, cwd):
-    return subprocess.run([sys.executable, str(SCRIPTS / script), *args], capture_output=True, text=True,
-                          timeout=180, cwd=cwd, env=ENV, check=False)  # fmt: skip
+pytestmark = pytest.mark.run_defaults(one_thread=True)  # for the run fixture (tests/conftest.py): one OpenMP thread
 
 
 @pytest.fixture(scope="module")
-def gru_run(tmp_path_factory, run_dir_of):
-    tmp = tmp_path_factory.mktemp("lstm")
-    proc = run("ppo_atari_lstm.py", *TINY, "--recurrent", "gru", "--total-timesteps", "64", cwd=tmp)
-    run_dir = run_dir_of(proc, tmp)
+def gru_run(run_in_new_dir):
+    run_dir, _ = run_in_new_dir("lstm", "ppo_atari_lstm.py", *TINY, "--recurrent", "gru", "--total-timesteps", "64")
     return run_dir
 
 
@@ -42,7 +29,7 @@ def test_its_run_and_checkpoint(gru_run):
     assert ckpt["eval_env_kwargs"] == {"episodic_life": False, "reward_clip": False, "stack_num": 1}
 
 
-def test_a_checkpoint_of_ppo_atari_recurrent_goes_on_here(gru_run, tmp_path):
+def test_a_checkpoint_of_ppo_atari_recurrent_goes_on_here(run, gru_run, tmp_path):
     # What ppo_atari.py --recurrent gru wrote: its script's name and its flags of then (overlap included).
     ckpt = load_checkpoint(gru_run / "checkpoint.pt")
     ckpt["script"] = "ppo_atari.py"

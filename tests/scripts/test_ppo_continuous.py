@@ -6,9 +6,6 @@ The normalization itself is checked against gymnasium's wrappers in tests/algos/
 """
 
 import importlib.util
-import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,11 +20,7 @@ PRESET = ROOT / "configs" / "ant_5min.toml"
 TINY = ["--num-envs", "2", "--num-steps", "16", "--num-minibatches", "2", "--update-epochs", "1",
         "--no-cuda", "--torch-threads", "1", "--runs-dir", "runs"]  # fmt: skip
 TASK = ["--env-id", "InvertedPendulum-v5"]  # cheap, and its raw return is known from its length
-
-
-def run(script, *args, cwd, timeout=120):
-    return subprocess.run([sys.executable, str(SCRIPTS / script), *args], check=False, capture_output=True, text=True,
-                          timeout=timeout, cwd=cwd)  # fmt: skip
+pytestmark = pytest.mark.run_defaults(timeout=120)  # for the run fixture (tests/conftest.py)
 
 
 def obs_count(ckpt):
@@ -36,22 +29,15 @@ def obs_count(ckpt):
 
 
 @pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory, run_dir_of):
+def smoke_run(run_in_new_dir):
     """One tiny training run (4 iterations of 2 envs x 16 steps) shared by the tests that inspect it."""
-    tmp = tmp_path_factory.mktemp("smoke")
-    proc = run("ppo_continuous.py", *TINY, *TASK, "--total-timesteps", "128", "--save-interval", "2", cwd=tmp)
-    run_dir = run_dir_of(proc, tmp)
-    return run_dir, proc
+    return run_in_new_dir("smoke", "ppo_continuous.py", *TINY, *TASK, "--total-timesteps", "128",
+                          "--save-interval", "2")  # fmt: skip
 
 
-def test_smoke_run_dir_checkpoint_and_normalizers(smoke_run):
+def test_smoke_run_dir_checkpoint_and_normalizers(smoke_run, finished_run):
     run_dir, proc = smoke_run
-    assert re.fullmatch(r"InvertedPendulum-v5__ppo_continuous__1__\d+", run_dir.name)
-    names = {p.name for p in run_dir.iterdir()}
-    assert {"checkpoint.pt", "checkpoint_000002.pt", "checkpoint_000004.pt"} <= names
-    assert re.search(r"step\s+128/128 \|\s+[\d,]+ SPS \| ETA 0:00:00 \| return", proc.stdout)
-    for section in ("env", "inference", "train", "other", "total"):
-        assert re.search(rf"^{section}\s+\d+\.\d+\s+\d+\.\d%", proc.stdout, re.MULTILINE), section
+    finished_run(run_dir, proc.stdout, "InvertedPendulum-v5__ppo_continuous", 128, saves=(2, 4))
 
     ckpt = load_checkpoint(run_dir / "checkpoint.pt")
     assert ckpt["script"] == "ppo_continuous.py" and ckpt["env_id"] == "InvertedPendulum-v5"
@@ -79,18 +65,12 @@ def test_smoke_tensorboard_tags_and_raw_returns(smoke_run, ppo_log):
     assert "hyperparameters/text_summary" in acc.Tags()["tensors"]
 
 
-def test_evaluate_on_smoke_checkpoint(smoke_run):
+def test_evaluate_on_smoke_checkpoint(smoke_run, evaluate_twice):
     run_dir, _ = smoke_run
-    proc = run("evaluate.py", str(run_dir / "checkpoint.pt"), "--episodes", "4", cwd=run_dir)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    match = re.search(r"return: ([\d.]+) ± ([\d.]+)", proc.stdout)
-    assert match and float(match.group(1)) >= 1.0
-    assert "episodes: 4" in proc.stdout and "greedy policy" in proc.stdout
-    proc = run("evaluate.py", str(run_dir / "checkpoint.pt"), "--episodes", "3", "--sample", cwd=run_dir)
-    assert proc.returncode == 0 and "sampled policy" in proc.stdout, proc.stderr
+    evaluate_twice(run_dir / "checkpoint.pt", 4, min_return=1.0)
 
 
-def test_resume_continues_the_run_and_its_statistics(smoke_run, tmp_path):
+def test_resume_continues_the_run_and_its_statistics(run, smoke_run, tmp_path):
     run_dir, _ = smoke_run
     copy = tmp_path / run_dir.name
     copy.mkdir()
@@ -106,7 +86,7 @@ def test_resume_continues_the_run_and_its_statistics(smoke_run, tmp_path):
     assert float(ckpt["normalizers"]["reward"]["rms"]["count"]) > float(start["normalizers"]["reward"]["rms"]["count"])
 
 
-def test_ant_preset_is_loaded_and_command_line_wins(tmp_path):
+def test_ant_preset_is_loaded_and_command_line_wins(run, tmp_path):
     with open(PRESET, "rb") as f:
         preset = tomllib.load(f)
     proc = run("ppo_continuous.py", "--config", str(PRESET), *TINY, "--total-timesteps", "64", cwd=tmp_path)
@@ -122,7 +102,7 @@ def test_ant_preset_is_loaded_and_command_line_wins(tmp_path):
     assert args["config"].endswith("ant_5min.toml") and args["hidden_size"] == preset["hidden_size"]
 
 
-def test_options_beyond_cleanrl_run_and_resume(tmp_path):
+def test_options_beyond_cleanrl_run_and_resume(run, tmp_path):
     # --init-logstd, --bootstrap-truncated and --kl-adaptive-lr (the Ant preset's) end to end: the policy starts
     # at that std, the learning rate moves by factors of 1.5 once per epoch, and both carry over a resume.
     flags = ["--init-logstd", "-1", "--bootstrap-truncated", "--kl-adaptive-lr", "0.008", "--no-anneal-lr"]
@@ -144,7 +124,7 @@ def test_options_beyond_cleanrl_run_and_resume(tmp_path):
     assert proc.returncode == 1 and "--kl-adaptive-lr sets the learning rate itself" in proc.stderr
 
 
-def test_final_logstd_schedules_the_std_instead_of_learning_it(tmp_path, load_script):
+def test_final_logstd_schedules_the_std_instead_of_learning_it(run, tmp_path, load_script):
     # 4 iterations from -1 to -3: the checkpoint (after the last) holds the last iteration's value, -3 exactly,
     # untouched by the 4 updates; the schedule itself is linear in the iteration.
     flags = ["--init-logstd", "-1", "--final-logstd", "-3", "--total-timesteps", "128"]
