@@ -2,7 +2,6 @@
 #ifndef RLFAST_CSRC_ENVS_MUJOCO_HUMANOID_STANDUP_H_
 #define RLFAST_CSRC_ENVS_MUJOCO_HUMANOID_STANDUP_H_
 
-#include <algorithm>
 #include <string>
 
 #include "rlfast/csrc/envs/mujoco/humanoid.h"
@@ -18,6 +17,7 @@ struct HumanoidStandupConfig : HumanoidObsOptions {
   double impact_cost_weight = 5e-7;
   Range impact_cost_range{-core::kInf, 10.0};
   double reset_noise_scale = 1e-2;
+  bool exclude_current_positions_from_observation = true;
 
   template <class V>
   void Visit(V&& v) {
@@ -28,75 +28,45 @@ struct HumanoidStandupConfig : HumanoidObsOptions {
     v("impact_cost_weight", impact_cost_weight);
     v("impact_cost_range", impact_cost_range);
     v("reset_noise_scale", reset_noise_scale);
+    v("exclude_current_positions_from_observation", exclude_current_positions_from_observation);
     VisitObs(v);
   }
 };
 
+/// gymnasium's scalar info keys; the tendon arrays come after the first three.
+inline constexpr const char* kHumanoidStandupInfo[] = {
+    "x_position",   "y_position",      "z_distance_from_origin",
+    "reward_linup", "reward_quadctrl", "reward_impact"};
+
 /// gymnasium HumanoidStandup-v5: reward = qpos[2] / timestep - ctrl cost - clip(impact cost)
 /// + 1; never terminates; the humanoid observation. Reset: uniform qpos and qvel noise.
 /// (gymnasium 1.4 accepts `uph_cost_weight` but never applies it; neither does this.)
-class HumanoidStandup : public HumanoidBase {
+class HumanoidStandup
+    : public HumanoidTask<HumanoidStandupConfig, kHumanoidStandupInfo, /*kTendonsAfter=*/3> {
  public:
-  using Config = HumanoidStandupConfig;
-  /// gymnasium's scalar info keys; the tendon arrays come after the first kTendonsAfter.
-  static constexpr const char* kInfo[] = {"x_position",   "y_position",      "z_distance_from_origin",
-                                          "reward_linup", "reward_quadctrl", "reward_impact"};
-  static constexpr std::size_t kTendonsAfter = 3;
-
-  static core::EnvSpec Spec(const Config& c) {
-    ModelPtr m = LoadModel(c.xml_file);
-    core::EnvSpec spec;
-    spec.obs = ObsSpec(ObsSize(*m, c));
-    spec.action = ActionSpec(*m);
-    spec.env_bytes = DataBytes(*m);
-    spec.info = InfoSpec(*m, kInfo, kTendonsAfter);
-    spec.max_episode_steps = 1000;
-    return spec;
-  }
-
-  HumanoidStandup(const Config& c, uint64_t seed)
-      : HumanoidBase(c.xml_file, c.frame_skip, seed, c), config_(c) {}
+  HumanoidStandup(const Config& c, uint64_t seed) : HumanoidTask(c, seed) {}
 
   void Reset() {
     ResetWithNoise(config_.reset_noise_scale, QvelNoise::kUniform);
-    std::fill(std::begin(info_), std::end(info_), 0.0);
-    WritePositionInfo();
+    info_.fill(0.0);
+    SetPositionInfo();
   }
 
   core::StepResult Step(const Action* action) {
     DoSimulation(action);
     RnePostConstraint();
     const double uph = (data_->qpos[2] - 0) / model_->opt.timestep;
-    const double ctrl = config_.ctrl_cost_weight * SumSquares(data_->ctrl, model_->nu);
-    const double impact =
-        std::min(std::max(config_.impact_cost_weight *
-                              SumSquares(data_->cfrc_ext, 6 * model_->nbody),
-                          config_.impact_cost_range.first),
-                 config_.impact_cost_range.second);
-    WritePositionInfo();
-    info_[3] = uph;
-    info_[4] = -ctrl;
-    info_[5] = -impact;
-    core::StepResult r;
-    r.reward = static_cast<float>(uph - ctrl - impact + 1);
-    return r;
-  }
-
-  void WriteObs(Obs* obs) const { WriteHumanoidObs(obs); }
-  template <class V>
-  void VisitInfo(V&& v) const {
-    VisitInfoWithTendons(v, kInfo, info_, kTendonsAfter);
+    const double ctrl = CtrlCost();
+    const double impact = ContactCost(config_.impact_cost_weight, config_.impact_cost_range);
+    SetPositionInfo();
+    SetInfo(3, {uph, -ctrl, -impact});
+    return {static_cast<float>(uph - ctrl - impact + 1)};
   }
 
  private:
-  void WritePositionInfo() {
-    info_[0] = data_->qpos[0];
-    info_[1] = data_->qpos[1];
-    info_[2] = data_->qpos[2] - model_->qpos0[2];
+  void SetPositionInfo() {
+    SetInfo(0, {data_->qpos[0], data_->qpos[1], data_->qpos[2] - model_->qpos0[2]});
   }
-
-  Config config_;
-  double info_[std::size(kInfo)] = {};
 };
 
 }  // namespace rlfast::envs::mujoco

@@ -25,52 +25,43 @@ struct InvertedDoublePendulumConfig {
   }
 };
 
+/// gymnasium's info keys, in order.
+inline constexpr const char* kInvertedDoublePendulumInfo[] = {"reward_survive", "distance_penalty",
+                                                              "velocity_penalty"};
+
 /// gymnasium InvertedDoublePendulum-v5: (x, _, y) = the tip site's position; terminates
 /// when y <= 1; reward = healthy_reward * alive - (0.01 x^2 + (y - 2)^2)
 /// - (0.001 v1^2 + 0.005 v2^2). obs = qpos[0], sin(qpos[1:]), cos(qpos[1:]),
 /// clip(qvel, ±10), clip(qfrc_constraint[0], ±10). Reset: uniform qpos, normal qvel noise.
-class InvertedDoublePendulum : public MujocoEnv {
+class InvertedDoublePendulum
+    : public MujocoTask<InvertedDoublePendulumConfig, kInvertedDoublePendulumInfo> {
  public:
-  using Config = InvertedDoublePendulumConfig;
-  /// gymnasium's info keys, in order: the spec and VisitInfo both read this list.
-  static constexpr const char* kInfo[] = {"reward_survive", "distance_penalty", "velocity_penalty"};
   static constexpr double kClip = 10.0;
 
   static core::EnvSpec Spec(const Config& c) {
     ModelPtr m = LoadModel(c.xml_file);
-    core::EnvSpec spec;
-    spec.obs = ObsSpec(1 + 2 * (m->nq - 1) + m->nv + 1);
-    spec.action = ActionSpec(*m);
-    spec.env_bytes = DataBytes(*m);
-    spec.info = ScalarInfo(kInfo);
-    spec.max_episode_steps = 1000;
-    return spec;
+    return TaskSpec(*m, 1 + 2 * (m->nq - 1) + m->nv + 1, InfoSpec());
   }
 
-  InvertedDoublePendulum(const Config& c, uint64_t seed)
-      : MujocoEnv(c.xml_file, c.frame_skip, seed), config_(c) {
+  InvertedDoublePendulum(const Config& c, uint64_t seed) : MujocoTask(c, seed) {
     if (model_->nsite < 1) throw std::invalid_argument("the model needs a tip site");
   }
 
   void Reset() {
     ResetWithNoise(config_.reset_noise_scale, QvelNoise::kNormal);
-    info_[0] = info_[1] = info_[2] = 0.0;
+    info_.fill(0.0);
   }
 
   core::StepResult Step(const Action* action) {
     DoSimulation(action);
     const double x = data_->site_xpos[0], y = data_->site_xpos[2];
-    core::StepResult r;
-    r.terminated = y <= 1;
+    const bool terminated = y <= 1;
     const double v1 = data_->qvel[1], v2 = data_->qvel[2];
     const double dist_penalty = 0.01 * (x * x) + (y - 2) * (y - 2);
     const double vel_penalty = 1e-3 * (v1 * v1) + 5e-3 * (v2 * v2);
-    const double alive = r.terminated ? 0.0 : config_.healthy_reward;
-    info_[0] = alive;
-    info_[1] = -dist_penalty;
-    info_[2] = -vel_penalty;
-    r.reward = static_cast<float>(alive - dist_penalty - vel_penalty);
-    return r;
+    const double alive = terminated ? 0.0 : config_.healthy_reward;
+    SetInfo(0, {alive, -dist_penalty, -vel_penalty});
+    return {static_cast<float>(alive - dist_penalty - vel_penalty), terminated};
   }
 
   void WriteObs(Obs* obs) const {
@@ -81,15 +72,6 @@ class InvertedDoublePendulum : public MujocoEnv {
     obs = CopyClipped(data_->qvel, m.nv, -kClip, kClip, obs);
     CopyClipped(data_->qfrc_constraint, 1, -kClip, kClip, obs);
   }
-
-  template <class V>
-  void VisitInfo(V&& v) const {
-    VisitScalars(v, kInfo, info_);
-  }
-
- private:
-  Config config_;
-  double info_[std::size(kInfo)] = {};
 };
 
 }  // namespace rlfast::envs::mujoco

@@ -23,32 +23,26 @@ struct InvertedPendulumConfig {
   }
 };
 
+/// gymnasium's info keys.
+inline constexpr const char* kInvertedPendulumInfo[] = {"reward_survive"};
+
 /// gymnasium InvertedPendulum-v5: obs = qpos, qvel; terminates when the pole angle
 /// |qpos[1]| > 0.2 or the obs is not finite; reward 1 while not terminated, else 0.
 /// Reset: uniform qpos and qvel noise.
-class InvertedPendulum : public MujocoEnv {
+class InvertedPendulum : public MujocoTask<InvertedPendulumConfig, kInvertedPendulumInfo> {
  public:
-  using Config = InvertedPendulumConfig;
-  static constexpr const char* kInfo[] = {"reward_survive"};
   static constexpr double kMaxAngle = 0.2;
 
   static core::EnvSpec Spec(const Config& c) {
     ModelPtr m = LoadModel(c.xml_file);
-    core::EnvSpec spec;
-    spec.obs = ObsSpec(m->nq + m->nv);
-    spec.action = ActionSpec(*m);
-    spec.env_bytes = DataBytes(*m);
-    spec.info = ScalarInfo(kInfo);
-    spec.max_episode_steps = 1000;
-    return spec;
+    return TaskSpec(*m, m->nq + m->nv, InfoSpec());
   }
 
-  InvertedPendulum(const Config& c, uint64_t seed)
-      : MujocoEnv(c.xml_file, c.frame_skip, seed), config_(c) {}
+  InvertedPendulum(const Config& c, uint64_t seed) : MujocoTask(c, seed) {}
 
   void Reset() {
     ResetWithNoise(config_.reset_noise_scale, QvelNoise::kUniform);
-    survive_ = 0.0;
+    info_[0] = 0.0;
   }
 
   core::StepResult Step(const Action* action) {
@@ -56,26 +50,12 @@ class InvertedPendulum : public MujocoEnv {
     bool finite = true;
     for (int i = 0; i < model_->nq; ++i) finite = finite && std::isfinite(data_->qpos[i]);
     for (int i = 0; i < model_->nv; ++i) finite = finite && std::isfinite(data_->qvel[i]);
-    core::StepResult r;
-    r.terminated = !finite || std::abs(data_->qpos[1]) > kMaxAngle;
-    survive_ = r.terminated ? 0.0 : 1.0;
-    r.reward = static_cast<float>(survive_);
-    return r;
+    const bool terminated = !finite || std::abs(data_->qpos[1]) > kMaxAngle;
+    info_[0] = terminated ? 0.0 : 1.0;
+    return {static_cast<float>(info_[0]), terminated};
   }
 
-  void WriteObs(Obs* obs) const {
-    obs = Copy(data_->qpos, model_->nq, obs);
-    Copy(data_->qvel, model_->nv, obs);
-  }
-
-  template <class V>
-  void VisitInfo(V&& v) const {
-    VisitScalars(v, kInfo, &survive_);
-  }
-
- private:
-  Config config_;
-  double survive_ = 0.0;
+  void WriteObs(Obs* obs) const { CopyQposQvel(0, obs); }
 };
 
 }  // namespace rlfast::envs::mujoco

@@ -5,9 +5,11 @@
 #include <mujoco/mujoco.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
-#include <iterator>
 #include <cstdint>
+#include <initializer_list>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -122,13 +124,6 @@ class MujocoEnv : public core::EnvBase {
     Forward();
   }
 
-  /// gymnasium's x_position, y_position, distance_from_origin (of qpos[0:2]) into out[0..2].
-  void XyInfo(double* out) const {
-    out[0] = data_->qpos[0];
-    out[1] = data_->qpos[1];
-    out[2] = std::sqrt(out[0] * out[0] + out[1] * out[1]);
-  }
-
   /// Copies `n` values from `src` clipped to [lo, hi] into `dst`; returns dst + n.
   static double* CopyClipped(const double* src, int n, double lo, double hi, double* dst) {
     for (int i = 0; i < n; ++i) dst[i] = std::min(std::max(src[i], lo), hi);
@@ -139,23 +134,24 @@ class MujocoEnv : public core::EnvBase {
     return dst + n;
   }
 
-  /// One float64 scalar info field per name (gymnasium's info keys), in order. A task lists
-  /// its names once (`kInfo`) for both this spec and VisitScalars, and keeps its values in
-  /// `double info_[std::size(kInfo)]`.
-  template <std::size_t N>
-  static std::vector<core::ArraySpec> ScalarInfo(const char* const (&names)[N]) {
-    std::vector<core::ArraySpec> out;
-    for (const char* n : names) out.push_back({n, core::DType::kFloat64, {}, {}, {}});
-    return out;
+  /// A task's spec: float64 obs of `obs_size` (gymnasium's Box(-inf, inf, float64)), the
+  /// model's actions, this env's mjData bytes, the given info fields and time limit.
+  static core::EnvSpec TaskSpec(const mjModel& m, int64_t obs_size,
+                                std::vector<core::ArraySpec> info, int max_episode_steps = 1000) {
+    core::EnvSpec spec;
+    spec.obs = {"obs", core::DType::kFloat64, {obs_size}, {-core::kInf}, {core::kInf}};
+    spec.action = ActionSpec(m);
+    spec.env_bytes = DataBytes(m);
+    spec.info = std::move(info);
+    spec.max_episode_steps = max_episode_steps;
+    return spec;
   }
-  /// Visits (names[k], values[k]) for every k: the info of tasks whose fields are scalars.
-  template <class V, std::size_t N>
-  static void VisitScalars(V& v, const char* const (&names)[N], const double* values) {
-    for (std::size_t k = 0; k < N; ++k) v(names[k], values[k]);
-  }
-  /// The observation spec: float64, unbounded (gymnasium's Box(-inf, inf, float64)).
-  static core::ArraySpec ObsSpec(int64_t size) {
-    return {"obs", core::DType::kFloat64, {size}, {-core::kInf}, {core::kInf}};
+
+  /// qpos[qpos_from:] then qvel into `obs` (the start of most tasks' observation, where
+  /// qpos_from leaves out the excluded positions); returns the end.
+  double* CopyQposQvel(int qpos_from, double* obs) const {
+    obs = Copy(data_->qpos + qpos_from, model_->nq - qpos_from, obs);
+    return Copy(data_->qvel, model_->nv, obs);
   }
 
   ModelPtr model_;
@@ -172,6 +168,47 @@ class MujocoEnv : public core::EnvBase {
                              kWhat[warning - mjWARN_BADQPOS] + " at DOF " + std::to_string(dof) +
                              " (MuJoCo reset the simulation; the env restarts with a reset)");
   }
+};
+
+/// Base of a task: MujocoEnv plus the task's options (`config_`, a copy made at construction)
+/// and the values of its info fields (`info_`), float64 scalars named by `kInfo`, gymnasium's
+/// info keys in order. The spec (InfoSpec) and VisitInfo both read that one list, so they agree
+/// by construction. `kInfo` is a namespace-scope `inline constexpr const char* k<Task>Info[]`
+/// (a template argument must be). Called like MujocoEnv: by one pool worker at a time.
+template <class ConfigT, const auto& kInfo>
+class MujocoTask : public MujocoEnv {
+ public:
+  using Config = ConfigT;
+
+  template <class V>
+  void VisitInfo(V&& v) const {
+    for (std::size_t k = 0; k < std::size(kInfo); ++k) v(kInfo[k], info_[k]);
+  }
+
+ protected:
+  MujocoTask(const Config& c, uint64_t seed)
+      : MujocoEnv(c.xml_file, c.frame_skip, seed), config_(c) {}
+
+  /// One float64 scalar info field per name in kInfo.
+  static std::vector<core::ArraySpec> InfoSpec() {
+    std::vector<core::ArraySpec> out;
+    for (const char* n : kInfo) out.push_back({n, core::DType::kFloat64, {}, {}, {}});
+    return out;
+  }
+
+  /// info_[first], info_[first + 1], ... = values, in kInfo's order (first + values.size()
+  /// must not pass the end of kInfo).
+  void SetInfo(std::size_t first, std::initializer_list<double> values) {
+    std::copy(values.begin(), values.end(), info_.begin() + first);
+  }
+  /// gymnasium's x_position, y_position, distance_from_origin (of qpos[0:2]) into info_[0..2].
+  void SetXyInfo() {
+    const double x = data_->qpos[0], y = data_->qpos[1];
+    SetInfo(0, {x, y, std::sqrt(x * x + y * y)});
+  }
+
+  Config config_;
+  std::array<double, std::size(kInfo)> info_{};
 };
 
 }  // namespace rlfast::envs::mujoco

@@ -27,33 +27,26 @@ struct PusherConfig {
   }
 };
 
+/// gymnasium's info keys, in order.
+inline constexpr const char* kPusherInfo[] = {"reward_dist", "reward_ctrl", "reward_near"};
+
 /// gymnasium Pusher-v5: reward = -|object - goal| * dist_weight - sum(a^2) * control_weight
 /// - |object - tips_arm| * near_weight; never terminates (time limit 100). obs = arm qpos
 /// and qvel (7 each), then the positions of tips_arm, object and goal. Reset: qpos0 with the
 /// object (qpos[-4:-2]) drawn from U([-0.3, 0] x [-0.2, 0.2]) until it is more than 0.17
 /// from the goal at the origin (qpos[-2:] = 0); qvel U(±0.005) with the last four zeroed.
-class Pusher : public MujocoEnv {
+class Pusher : public MujocoTask<PusherConfig, kPusherInfo> {
  public:
-  using Config = PusherConfig;
-  /// gymnasium's info keys, in order: the spec and VisitInfo both read this list.
-  static constexpr const char* kInfo[] = {"reward_dist", "reward_ctrl", "reward_near"};
   static constexpr int kArmDofs = 7;
   static constexpr double kMinGoalDistance = 0.17;
 
   static core::EnvSpec Spec(const Config& c) {
     ModelPtr m = LoadModel(c.xml_file);
-    core::EnvSpec spec;
-    spec.obs = ObsSpec(2 * kArmDofs + 9);
-    spec.action = ActionSpec(*m);
-    spec.env_bytes = DataBytes(*m);
-    spec.info = ScalarInfo(kInfo);
-    spec.max_episode_steps = 100;
-    return spec;
+    return TaskSpec(*m, 2 * kArmDofs + 9, InfoSpec(), /*max_episode_steps=*/100);
   }
 
   Pusher(const Config& c, uint64_t seed)
-      : MujocoEnv(c.xml_file, c.frame_skip, seed),
-        config_(c),
+      : MujocoTask(c, seed),
         tips_arm_(BodyId(*model_, "tips_arm")),
         object_(BodyId(*model_, "object")),
         goal_(BodyId(*model_, "goal")) {
@@ -77,7 +70,7 @@ class Pusher : public MujocoEnv {
     for (int i = 0; i < nv; ++i) data_->qvel[i] = Uniform(-0.005, 0.005);
     for (int i = nv - 4; i < nv; ++i) data_->qvel[i] = 0.0;
     Forward();
-    info_[0] = info_[1] = info_[2] = 0.0;
+    info_.fill(0.0);
   }
 
   core::StepResult Step(const Action* action) {
@@ -85,9 +78,7 @@ class Pusher : public MujocoEnv {
     info_[0] = -Distance(object_, goal_) * config_.reward_dist_weight;
     info_[1] = -CtrlCostF32(action, config_.reward_control_weight);
     info_[2] = -Distance(object_, tips_arm_) * config_.reward_near_weight;
-    core::StepResult r;
-    r.reward = static_cast<float>(info_[0] + info_[1] + info_[2]);
-    return r;
+    return {static_cast<float>(info_[0] + info_[1] + info_[2])};
   }
 
   void WriteObs(Obs* obs) const {
@@ -98,11 +89,6 @@ class Pusher : public MujocoEnv {
     Copy(data_->xpos + 3 * goal_, 3, obs);
   }
 
-  template <class V>
-  void VisitInfo(V&& v) const {
-    VisitScalars(v, kInfo, info_);
-  }
-
  private:
   double Distance(int a, int b) const {
     const double* p = data_->xpos + 3 * a;
@@ -111,11 +97,9 @@ class Pusher : public MujocoEnv {
     return std::sqrt(dx * dx + dy * dy + dz * dz);
   }
 
-  Config config_;
   int tips_arm_;
   int object_;
   int goal_;
-  double info_[std::size(kInfo)] = {};
 };
 
 }  // namespace rlfast::envs::mujoco

@@ -25,32 +25,25 @@ struct ReacherConfig {
   }
 };
 
+/// gymnasium's info keys, in order.
+inline constexpr const char* kReacherInfo[] = {"reward_dist", "reward_ctrl"};
+
 /// gymnasium Reacher-v5: reward = -|fingertip - target| * dist_weight - sum(a^2) *
 /// control_weight; never terminates (time limit 50). obs = cos/sin of the two arm angles,
 /// the target's qpos, the arm's qvel, (fingertip - target)[:2]. Reset: qpos0 + U(±0.1), the
 /// target drawn uniformly in the disc of radius 0.2 (rejection sampling, as gymnasium),
 /// arm qvel U(±0.005), target qvel 0. The target lives in qpos[-2:], so state sync covers it.
-class Reacher : public MujocoEnv {
+class Reacher : public MujocoTask<ReacherConfig, kReacherInfo> {
  public:
-  using Config = ReacherConfig;
-  /// gymnasium's info keys, in order: the spec and VisitInfo both read this list.
-  static constexpr const char* kInfo[] = {"reward_dist", "reward_ctrl"};
   static constexpr double kGoalRadius = 0.2;
 
   static core::EnvSpec Spec(const Config& c) {
     ModelPtr m = LoadModel(c.xml_file);
-    core::EnvSpec spec;
-    spec.obs = ObsSpec(10);
-    spec.action = ActionSpec(*m);
-    spec.env_bytes = DataBytes(*m);
-    spec.info = ScalarInfo(kInfo);
-    spec.max_episode_steps = 50;
-    return spec;
+    return TaskSpec(*m, 10, InfoSpec(), /*max_episode_steps=*/50);
   }
 
   Reacher(const Config& c, uint64_t seed)
-      : MujocoEnv(c.xml_file, c.frame_skip, seed),
-        config_(c),
+      : MujocoTask(c, seed),
         fingertip_(BodyId(*model_, "fingertip")),
         target_(BodyId(*model_, "target")) {
     if (model_->nq != 4 || model_->nv != 4) {
@@ -72,7 +65,7 @@ class Reacher : public MujocoEnv {
     for (int i = 0; i < nv; ++i) data_->qvel[i] = Uniform(-0.005, 0.005);
     data_->qvel[nv - 2] = data_->qvel[nv - 1] = 0.0;
     Forward();
-    info_[0] = info_[1] = 0.0;
+    info_.fill(0.0);
   }
 
   core::StepResult Step(const Action* action) {
@@ -82,9 +75,7 @@ class Reacher : public MujocoEnv {
     const double dx = f[0] - t[0], dy = f[1] - t[1], dz = f[2] - t[2];
     info_[0] = -std::sqrt(dx * dx + dy * dy + dz * dz) * config_.reward_dist_weight;
     info_[1] = -CtrlCostF32(action, config_.reward_control_weight);
-    core::StepResult r;
-    r.reward = static_cast<float>(info_[0] + info_[1]);
-    return r;
+    return {static_cast<float>(info_[0] + info_[1])};
   }
 
   void WriteObs(Obs* obs) const {
@@ -101,16 +92,9 @@ class Reacher : public MujocoEnv {
     obs[9] = data_->xpos[3 * fingertip_ + 1] - data_->xpos[3 * target_ + 1];
   }
 
-  template <class V>
-  void VisitInfo(V&& v) const {
-    VisitScalars(v, kInfo, info_);
-  }
-
  private:
-  Config config_;
   int fingertip_;
   int target_;
-  double info_[std::size(kInfo)] = {};
 };
 
 }  // namespace rlfast::envs::mujoco

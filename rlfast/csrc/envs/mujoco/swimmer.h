@@ -2,60 +2,40 @@
 #ifndef RLFAST_CSRC_ENVS_MUJOCO_SWIMMER_H_
 #define RLFAST_CSRC_ENVS_MUJOCO_SWIMMER_H_
 
-#include <cmath>
-#include <string>
-
+#include "rlfast/csrc/envs/mujoco/locomotion_options.h"
 #include "rlfast/csrc/envs/mujoco/mujoco_env.h"
 
 namespace rlfast::envs::mujoco {
 
-/// Swimmer-v5 options (gymnasium's SwimmerEnv keyword arguments and defaults).
-struct SwimmerConfig {
-  std::string xml_file = "swimmer.xml";
-  int frame_skip = 4;
-  double forward_reward_weight = 1.0;
-  double ctrl_cost_weight = 1e-4;
-  double reset_noise_scale = 0.1;
-  bool exclude_current_positions_from_observation = true;
-
-  template <class V>
-  void Visit(V&& v) {
-    v("xml_file", xml_file);
-    v("frame_skip", frame_skip);
-    v("forward_reward_weight", forward_reward_weight);
-    v("ctrl_cost_weight", ctrl_cost_weight);
-    v("reset_noise_scale", reset_noise_scale);
-    v("exclude_current_positions_from_observation", exclude_current_positions_from_observation);
-  }
+/// Swimmer-v5 options (gymnasium's SwimmerEnv keyword arguments and defaults): the locomotion
+/// options only.
+struct SwimmerConfig : LocomotionOptions {
+  SwimmerConfig()
+      : LocomotionOptions("swimmer.xml", /*frame_skip=*/4, /*forward_reward_weight=*/1.0,
+                          /*ctrl_cost_weight=*/1e-4, /*reset_noise_scale=*/0.1) {}
 };
+
+/// gymnasium's info keys, in order.
+inline constexpr const char* kSwimmerInfo[] = {
+    "x_position", "y_position",     "distance_from_origin", "x_velocity",
+    "y_velocity", "reward_forward", "reward_ctrl"};
 
 /// gymnasium Swimmer-v5: reward = forward_weight * dx/dt (of qpos[0]) - ctrl cost; obs =
 /// qpos[2:], qvel; never terminates. Reset: uniform qpos and qvel noise.
-class Swimmer : public MujocoEnv {
+class Swimmer : public MujocoTask<SwimmerConfig, kSwimmerInfo> {
  public:
-  using Config = SwimmerConfig;
-  /// gymnasium's info keys, in order: the spec and VisitInfo both read this list.
-  static constexpr const char* kInfo[] = {
-      "x_position", "y_position", "distance_from_origin", "x_velocity", "y_velocity",
-      "reward_forward", "reward_ctrl"};
-
   static core::EnvSpec Spec(const Config& c) {
     ModelPtr m = LoadModel(c.xml_file);
-    core::EnvSpec spec;
-    spec.obs = ObsSpec(m->nq + m->nv - 2 * c.exclude_current_positions_from_observation);
-    spec.action = ActionSpec(*m);
-    spec.env_bytes = DataBytes(*m);
-    spec.info = ScalarInfo(kInfo);
-    spec.max_episode_steps = 1000;
-    return spec;
+    return TaskSpec(*m, m->nq + m->nv - 2 * c.exclude_current_positions_from_observation,
+                    InfoSpec());
   }
 
-  Swimmer(const Config& c, uint64_t seed) : MujocoEnv(c.xml_file, c.frame_skip, seed), config_(c) {}
+  Swimmer(const Config& c, uint64_t seed) : MujocoTask(c, seed) {}
 
   void Reset() {
     ResetWithNoise(config_.reset_noise_scale, QvelNoise::kUniform);
-    std::fill(std::begin(info_), std::end(info_), 0.0);
-    XyInfo(info_);
+    info_.fill(0.0);
+    SetXyInfo();
   }
 
   core::StepResult Step(const Action* action) {
@@ -64,30 +44,14 @@ class Swimmer : public MujocoEnv {
     const double vx = (data_->qpos[0] - x0) / Dt(), vy = (data_->qpos[1] - y0) / Dt();
     const double forward = config_.forward_reward_weight * vx;
     const double ctrl = CtrlCostF32(action, config_.ctrl_cost_weight);
-    XyInfo(info_);
-    info_[3] = vx;
-    info_[4] = vy;
-    info_[5] = forward;
-    info_[6] = -ctrl;
-    core::StepResult r;
-    r.reward = static_cast<float>(forward - ctrl);
-    return r;
+    SetXyInfo();
+    SetInfo(3, {vx, vy, forward, -ctrl});
+    return {static_cast<float>(forward - ctrl)};
   }
 
   void WriteObs(Obs* obs) const {
-    const int skip = config_.exclude_current_positions_from_observation ? 2 : 0;
-    obs = Copy(data_->qpos + skip, model_->nq - skip, obs);
-    Copy(data_->qvel, model_->nv, obs);
+    CopyQposQvel(config_.exclude_current_positions_from_observation ? 2 : 0, obs);
   }
-
-  template <class V>
-  void VisitInfo(V&& v) const {
-    VisitScalars(v, kInfo, info_);
-  }
-
- private:
-  Config config_;
-  double info_[std::size(kInfo)] = {};
 };
 
 }  // namespace rlfast::envs::mujoco
