@@ -45,33 +45,37 @@ class MujocoFrames:
     """The renderer of one MuJoCo pool: a model of its XML file, a data to place each env's state in, and
     gymnasium's offscreen viewer over them (its GL context made once, on first use)."""
 
-    def __init__(self, task_id: str, xml_file: str) -> None:
+    def __init__(self, task_id: str, xml_file: str, frame_skip: int) -> None:
         _choose_backend()
         import mujoco
         from gymnasium.envs.mujoco.mujoco_rendering import MujocoRenderer
 
-        self._mujoco = mujoco
+        self._mujoco, self.frame_skip = mujoco, frame_skip
         self.model = mujoco.MjModel.from_xml_path(xml_file)
         self.model.vis.global_.offwidth, self.model.vis.global_.offheight = WIDTH, HEIGHT  # as gymnasium sets them
         self.data = mujoco.MjData(self.model)
         self.renderer = MujocoRenderer(self.model, self.data, default_camera_config(task_id), WIDTH, HEIGHT,
                                        MAX_GEOM, None, None, {})  # fmt: skip
 
-    def frame(self, state: list[float]) -> np.ndarray:
-        """The RGB frame [H, W, 3] of the env whose (qpos, qvel) is ``state``."""
+    def frame(self, state: list[float], follow: bool = False) -> np.ndarray:
+        """The RGB frame [H, W, 3] of the env whose (qpos, qvel) is ``state``. ``follow``: the camera looks at the
+        root body's (x, y) instead of where gymnasium's default camera stays (an Ant walks out of that view)."""
         nq, nv = self.model.nq, self.model.nv
         if len(state) != nq + nv:
             raise ValueError(f"a MuJoCo state of {nq} + {nv} values was expected, got {len(state)}")
         self.data.qpos[:] = state[:nq]
         self.data.qvel[:] = state[nq:]
         self._mujoco.mj_forward(self.model, self.data)
+        if follow:
+            camera = self.renderer._get_viewer("rgb_array").cam  # made, with the task's camera config, on first use
+            camera.lookat[:2] = self.data.xpos[1][:2]
         return self.renderer.render("rgb_array")
 
     def close(self) -> None:
         self.renderer.close()
 
 
-def mujoco_frames(binding: Any, env_ids: np.ndarray, renderer: MujocoFrames) -> torch.Tensor:
+def mujoco_frames(binding: Any, env_ids: np.ndarray, renderer: MujocoFrames, follow: bool = False) -> torch.Tensor:
     """uint8 [n, H, W, 3]: the frames of ``env_ids`` of a MuJoCo pool's ``binding``."""
-    frames = [renderer.frame(binding.render_state(int(i))) for i in env_ids]
+    frames = [renderer.frame(binding.render_state(int(i)), follow) for i in env_ids]
     return torch.from_numpy(np.stack(frames)) if frames else torch.empty((0, HEIGHT, WIDTH, 3), dtype=torch.uint8)
