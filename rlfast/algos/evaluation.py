@@ -8,7 +8,6 @@ of the first env(s), written as they come by imageio's ffmpeg writer (H.264 MP4)
 """
 
 import copy
-import math
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
@@ -151,14 +150,13 @@ class Evaluator:
     """Evaluation during training (``--eval-every``, ``--eval-episodes``) and its videos (``--capture-video``): every
     ``every`` iterations and after the last, the tracked agent plays ``episodes`` greedy episodes on a pool of its
     own; ``eval/episodic_return`` (mean; Atari: whole games, raw score) and ``eval/episodic_length`` are logged,
-    and with ``--capture-video`` env 0's episode is written to ``run_dir/videos/step_<N>.mp4`` and logged."""
+    and with ``capture_video`` env 0's episode is written to ``run_dir/videos/step_<N>.mp4``. Off: costs nothing."""
 
-    def __init__(self, args: Any, num_iterations: int, run_dir: Path, device: torch.device) -> None:
-        self.args, self.run_dir, self.device = args, run_dir, device
-        self.video = bool(getattr(args, "capture_video", False))
-        every = int(getattr(args, "eval_every", 0) or 0)
-        self.episodes = int(getattr(args, "eval_episodes", 10)) if every else 1
-        self.every = every or (max(1, num_iterations // 10) if self.video else 0)
+    def __init__(self, env_id: str, seed: int, every: int, episodes: int, capture_video: bool, num_iterations: int,
+                 device: torch.device) -> None:  # fmt: skip
+        self.env_id, self.seed, self.video, self.device = env_id, seed + EVAL_SEED_OFFSET, capture_video, device
+        self.episodes = episodes if every else 1
+        self.every = every or (max(1, num_iterations // 10) if capture_video else 0)
         self.num_iterations = num_iterations
         self.envs: Any = None
 
@@ -169,17 +167,17 @@ class Evaluator:
     def due(self, iteration: int) -> bool:
         return self.enabled and (iteration % self.every == 0 or iteration == self.num_iterations)
 
-    def run(self, state: Mapping[str, Any], global_step: int) -> tuple[dict[str, float], Optional[Path]]:
+    def run(self, state: Mapping[str, Any], run_dir: Path, global_step: int) -> tuple[dict[str, float], Optional[Path]]:
         """One evaluation of ``state["models"]["agent"]`` (with a frozen copy of an obs normalizer): its scalars and
         the video's path (None without --capture-video)."""
         if self.envs is None:
             kwargs = state.get("eval_env_kwargs") or state.get("env_kwargs")
-            self.envs = make_eval_envs(self.args.env_id, self.episodes, self.args.seed + EVAL_SEED_OFFSET, kwargs)
+            self.envs = make_eval_envs(self.env_id, self.episodes, self.seed, kwargs)
         normalizer = (state.get("normalizers") or {}).get("obs")
         if normalizer is not None:
             normalizer = copy.deepcopy(normalizer)
             normalizer.update = False
-        path = self.run_dir / "videos" / f"step_{global_step:09d}.mp4" if self.video else None
+        path = run_dir / "videos" / f"step_{global_step:09d}.mp4" if self.video else None
         videos = Videos(self.envs, [path]) if path is not None else None
         try:
             returns, lengths = evaluate(state["models"]["agent"], self.envs, self.device, greedy=True,
@@ -187,11 +185,35 @@ class Evaluator:
         finally:
             if videos is not None:
                 videos.close()
-        mean = float(returns.mean())
-        return {"eval/episodic_return": mean if math.isfinite(mean) else float("nan"),
-                "eval/episodic_length": float(lengths.mean())}, path  # fmt: skip
+        return {"eval/episodic_return": float(returns.mean()), "eval/episodic_length": float(lengths.mean())}, path
 
     def close(self) -> None:
         if self.envs is not None:
             self.envs.close()
             self.envs = None
+
+
+def gif_summary(tag: str, path: Path, max_frames: int = 200, max_width: int = 240) -> Any:
+    """A TensorBoard image summary of the MP4 at ``path`` as an animated GIF (what ``SummaryWriter.add_video`` writes,
+    without moviepy): every k-th frame, k so that at most ``max_frames`` remain, shrunk by whole factors to at most
+    ``max_width`` pixels wide."""
+    import io
+
+    import imageio.v2 as imageio
+    from tensorboard.compat.proto.summary_pb2 import Summary
+
+    reader = imageio.get_reader(path)
+    fps = reader.get_meta_data().get("fps", 30)
+    stride = max(1, -(-reader.count_frames() // max_frames))
+    frames = []
+    for i, frame in enumerate(reader):  # streamed: a whole Atari game can be 27,000 frames
+        if i % stride == 0:
+            shrink = max(1, -(-frame.shape[1] // max_width))
+            frames.append(frame[::shrink, ::shrink])
+    reader.close()
+    buffer = io.BytesIO()
+    # seconds a frame (imageio's v2 GIF writer): real time, but a long episode thinned to max_frames plays faster
+    imageio.mimwrite(buffer, frames, format="GIF", duration=min(stride / fps, 0.1), loop=0)
+    h, w, c = frames[0].shape
+    image = Summary.Image(height=h, width=w, colorspace=c, encoded_image_string=buffer.getvalue())
+    return Summary(value=[Summary.Value(tag=tag, image=image)])
