@@ -370,12 +370,7 @@ class EnvPool:
         (in async mode, render the envs a ``recv`` has just returned). Nothing is rendered unless this is called.
         ``follow``: MuJoCo's camera keeps the env's root body in view (what videos use); Atari: no effect.
         """
-        self._check_open()
-        ids = np.arange(self.num_envs) if env_ids is None else _as_env_ids(env_ids, "render()")
-        if ids.ndim != 1 or (ids.size and (ids.min() < 0 or ids.max() >= self.num_envs)):
-            raise ValueError(f"render() env_ids must be in [0, {self.num_envs}), got {ids.tolist()}")
-        if len(set(ids.tolist())) != ids.size:
-            raise ValueError(f"render() env_ids must not repeat, got {ids.tolist()}")
+        ids = self._render_ids(env_ids)
         shape = self._pool.render_shape()
         if shape:
             out = torch.empty((ids.size, *shape), dtype=torch.uint8)
@@ -389,6 +384,16 @@ class EnvPool:
                 self._renderer = render.MujocoFrames(self.task_id, self.env_kwargs["xml_file"], frame_skip)
             return render.mujoco_frames(self._pool, ids, self._renderer, follow)
         raise NotImplementedError(f"{self.task_id} does not render (Atari, MuJoCo and Python envs that render do)")
+
+    def _render_ids(self, env_ids: Optional[ArrayLike]) -> np.ndarray:
+        """``render()``'s env ids, checked (the pool open, each in range, none twice)."""
+        self._check_open()
+        ids = np.arange(self.num_envs) if env_ids is None else _as_env_ids(env_ids, "render()")
+        if ids.ndim != 1 or (ids.size and (ids.min() < 0 or ids.max() >= self.num_envs)):
+            raise ValueError(f"render() env_ids must be in [0, {self.num_envs}), got {ids.tolist()}")
+        if len(set(ids.tolist())) != ids.size:
+            raise ValueError(f"render() env_ids must not repeat, got {ids.tolist()}")
+        return ids
 
     def _check_open(self) -> None:
         """A closed pool answers PoolStateError before any argument is looked at (as the engine does)."""

@@ -93,7 +93,7 @@ def main(args: Args) -> int:
 
     env_kwargs = ckpt.get("eval_env_kwargs", ckpt["env_kwargs"])  # older ones: only the training ones
     try:
-        envs = make_eval_envs(env_id, args.episodes, args.seed, env_kwargs)
+        envs = make_eval_envs(env_id, args.episodes, args.seed, env_kwargs, render=args.video is not None)
     except ValueError as e:
         raise SystemExit(f"error: {env_id}: {e}") from None
     videos = None

@@ -57,23 +57,28 @@ class StackedFrames:
         self.pool.close()
 
 
-def make_eval_envs(env_id: str, num_envs: int, seed: int, env_kwargs: Optional[Mapping[str, Any]]) -> Any:
+def make_eval_envs(env_id: str, num_envs: int, seed: int, env_kwargs: Optional[Mapping[str, Any]],
+                   render: bool = False) -> Any:  # fmt: skip
     """The evaluation pool: ``rlfast.make`` with ``env_kwargs``, whose ``frame_stack: k`` (a user's pixel env) stacks
-    k frames here as the Atari trainers do on the device."""
+    k frames here as the Atari trainers do on the device. ``render``: a Python env is made with
+    ``render_mode="rgb_array"`` (the engine's envs render without it)."""
     kwargs = dict(env_kwargs or {})
+    if render and rlfast.task_family(env_id) == "python":
+        kwargs.setdefault("render_mode", "rgb_array")
     stack = kwargs.pop("frame_stack", None)
     envs = rlfast.make(env_id, num_envs, seed=seed, **kwargs)
     return StackedFrames(envs, stack) if stack is not None else envs
 
 
 def frames_per_second(envs: Any) -> int:
-    """A video's frame rate: real time. Atari: 15 (4 frames of 60 Hz a step); MuJoCo: 1 / the env's step time."""
+    """A video's frame rate: real time. Atari: 15 (4 frames of 60 Hz a step); MuJoCo: 1 / the env's step time;
+    a Python env: 15."""
     family = rlfast.task_family(envs.task_id)
     if family == "mujoco":
         renderer = getattr(getattr(envs, "pool", envs), "_renderer", None)
         if renderer is not None:
             return max(1, round(1.0 / (renderer.model.opt.timestep * renderer.frame_skip)))
-    return ATARI_FPS if family == "atari" else 30
+    return ATARI_FPS
 
 
 class Videos:
@@ -172,7 +177,7 @@ class Evaluator:
         the video's path (None without --capture-video)."""
         if self.envs is None:
             kwargs = state.get("eval_env_kwargs") or state.get("env_kwargs")
-            self.envs = make_eval_envs(self.env_id, self.episodes, self.seed, kwargs)
+            self.envs = make_eval_envs(self.env_id, self.episodes, self.seed, kwargs, render=self.video)
         normalizer = (state.get("normalizers") or {}).get("obs")
         if normalizer is not None:
             normalizer = copy.deepcopy(normalizer)

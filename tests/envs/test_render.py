@@ -1,6 +1,8 @@
 """``pool.render()``: Atari frames equal ale-py's ``getScreenRGB`` of the same emulator state, bit for bit; MuJoCo
 frames equal gymnasium's ``render_mode="rgb_array"`` of the same (qpos, qvel), bit for bit (the same renderer draws
-both: ``rlfast/render.py``); bad calls are clear errors."""
+both: ``rlfast/render.py``); Python envs draw their own in their worker processes; bad calls are clear errors."""
+
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -109,3 +111,39 @@ def test_bad_render_calls_are_clear_errors():
     with pytest.raises(NotImplementedError, match="CartPole-v1 does not render"):
         cart.render()
     cart.close()
+
+
+@pytest.fixture
+def dotframes(monkeypatch):
+    """examples/dotframes.py importable here and in the pool's (forked) workers."""
+    examples = str(Path(__file__).resolve().parents[2] / "examples")
+    monkeypatch.syspath_prepend(examples)
+    import dotframes
+
+    return dotframes
+
+
+def test_python_envs_render_in_their_workers(dotframes):
+    pool = rlfast.make("dotframes:DotFrame-v0", num_envs=3, num_threads=2, seed=5, render_mode="rgb_array")
+    pool.reset()
+    frames = pool.render()
+    assert frames.shape == (3, 336, 336, 3)
+    for e in range(3):  # each env's own frame: the same env made here, reset with its seed, draws the same
+        ref = dotframes.DotFrames(stack=1, render_mode="rgb_array")
+        ref.reset(seed=5 + e)
+        assert np.array_equal(frames[e].numpy(), ref.render())
+    pool.step(np.array([2, 2, 0], dtype=np.int32))
+    assert not np.array_equal(pool.render([0]).numpy(), frames[[0]].numpy())  # the dot moved
+    pool.close()
+
+
+def test_a_python_env_without_rgb_array_is_a_clear_error(dotframes):
+    pool = rlfast.make("dotframes:DotFrame-v0", num_envs=2, batch_size=1)
+    pool.async_reset()
+    _, _, _, _, info = pool.recv()
+    idle = int(info["env_id"][0])
+    with pytest.raises(rlfast.EnvError, match="render\\(\\) returned None: make the env with render_mode='rgb_array'"):
+        pool.render([idle])
+    with pytest.raises(PoolStateError, match=f"render: env {1 - idle} is in flight"):
+        pool.render([1 - idle])
+    pool.close()
