@@ -9,7 +9,9 @@ step it ends in the middle band; an episode is 40 steps (a random policy scores 
 ``DotFrame-v0`` gives one frame (1, 84, 84), as ``ppo_atari.py`` and ``dqn_atari.py`` want it (they stack 4);
 ``DotFrames-v0`` stacks its own 4 frames (4, 84, 84), as ``appo.py`` takes it. Registering the ids when the module
 is imported is what makes ``"dotframes:DotFrame-v0"`` work: rlfast imports the module in each worker process.
-``DotFramesFloat-v0`` (float32 frames) is there to be refused: the Nature CNN takes uint8 0-255.
+``DotFramesFloat-v0`` (float32 frames) is there to be refused: the Nature CNN takes uint8 0-255. Made with
+``render_mode="rgb_array"`` it renders (``pool.render()``, ``evaluate.py --video``): the newest frame in colour,
+4x larger, the rewarding band in green.
 """
 
 import gymnasium as gym
@@ -18,8 +20,10 @@ import numpy as np
 
 class DotFrames(gym.Env):
     action_space = gym.spaces.Discrete(3)
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 15}
 
-    def __init__(self, stack: int = 4, dtype: str = "uint8") -> None:
+    def __init__(self, stack: int = 4, dtype: str = "uint8", render_mode=None) -> None:
+        self.render_mode = render_mode
         self.observation_space = gym.spaces.Box(0, 255, (stack, 84, 84), np.dtype(dtype))
         self.frames = np.zeros((stack, 84, 84), np.dtype(dtype))
         self.x = 0
@@ -39,6 +43,13 @@ class DotFrames(gym.Env):
     def step(self, action):
         self.x = min(80, max(0, self.x + 4 * (int(action) - 1)))
         return self._obs(), float(36 <= self.x <= 44), False, False, {}
+
+    def render(self):
+        if self.render_mode != "rgb_array":
+            return None
+        rgb = np.repeat(self.frames[-1, :, :, None], 3, axis=2).astype(np.uint8)
+        rgb[:, 36:48, 1] = np.maximum(rgb[:, 36:48, 1], 90)  # the band where the dot earns 1
+        return rgb.repeat(4, axis=0).repeat(4, axis=1)
 
 
 gym.register("DotFrame-v0", entry_point=DotFrames, kwargs={"stack": 1}, max_episode_steps=40)

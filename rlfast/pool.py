@@ -361,6 +361,40 @@ class EnvPool:
             seeds = _seed_list("seed", seed, len(ids))
         self._pool.reseed(seeds, [] if env_ids is None else ids)
 
+    def render(self, env_ids: Optional[ArrayLike] = None, *, follow: bool = False) -> torch.Tensor:
+        """The current frames of envs ``env_ids`` (default: every env) in colour: uint8 ``[n, H, W, 3]`` on the CPU.
+
+        Atari: the emulator's 210 x 160 screen (ale-py's ``getScreenRGB``), not the processed observation.
+        MuJoCo: the view of gymnasium's ``render_mode="rgb_array"`` for the same state, 480 x 480
+        (``rlfast/render.py``; headless through EGL). The envs must be idle: not sent and not yet received
+        (in async mode, render the envs a ``recv`` has just returned). Nothing is rendered unless this is called.
+        ``follow``: MuJoCo's camera keeps the env's root body in view (what videos use); Atari: no effect.
+        """
+        ids = self._render_ids(env_ids)
+        shape = self._pool.render_shape()
+        if shape:
+            out = torch.empty((ids.size, *shape), dtype=torch.uint8)
+            self._pool.render([int(i) for i in ids], out.numpy())
+            return out
+        if _C.task_family(self.task_id) == "mujoco":
+            from rlfast import render
+
+            if getattr(self, "_renderer", None) is None:
+                frame_skip = self.env_kwargs.get("frame_skip", _C.task_defaults(self.task_id)["frame_skip"])
+                self._renderer = render.MujocoFrames(self.task_id, self.env_kwargs["xml_file"], frame_skip)
+            return render.mujoco_frames(self._pool, ids, self._renderer, follow)
+        raise NotImplementedError(f"{self.task_id} does not render (Atari, MuJoCo and Python envs that render do)")
+
+    def _render_ids(self, env_ids: Optional[ArrayLike]) -> np.ndarray:
+        """``render()``'s env ids, checked (the pool open, each in range, none twice)."""
+        self._check_open()
+        ids = np.arange(self.num_envs) if env_ids is None else _as_env_ids(env_ids, "render()")
+        if ids.ndim != 1 or (ids.size and (ids.min() < 0 or ids.max() >= self.num_envs)):
+            raise ValueError(f"render() env_ids must be in [0, {self.num_envs}), got {ids.tolist()}")
+        if len(set(ids.tolist())) != ids.size:
+            raise ValueError(f"render() env_ids must not repeat, got {ids.tolist()}")
+        return ids
+
     def _check_open(self) -> None:
         """A closed pool answers PoolStateError before any argument is looked at (as the engine does)."""
         if self._pool.closed:

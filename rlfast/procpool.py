@@ -42,6 +42,7 @@ import mmap
 import multiprocessing as mp
 import os
 import signal
+import threading
 import time
 import traceback
 from multiprocessing import shared_memory
@@ -115,6 +116,7 @@ def _worker_main(index: int, env_fns: bytes, conn: Any) -> None:
         message = conn.recv()
         if message[0] != "attach":
             return
+        threading.Thread(target=_serve_renders, args=(conn, envs, message[-1]), daemon=True).start()
         _worker_loop(index, envs, *message[1:])
     except (EOFError, BrokenPipeError, KeyboardInterrupt):
         pass
@@ -129,6 +131,29 @@ def _worker_main(index: int, env_fns: bytes, conn: Any) -> None:
                 e.close()
             except Exception:
                 pass
+
+
+def _serve_renders(conn: Any, envs: list, first: int) -> None:
+    """A worker's second thread: answers the pool's ``("render", env id)`` on the pipe with the env's
+    ``render()`` frame, while the worker's loop steps its other envs (the pool asks only for idle envs)."""
+    while True:
+        try:
+            _, e = conn.recv()
+        except (EOFError, OSError):
+            return
+        env = envs[e - first]
+        try:
+            frame = env.render()
+            if frame is None:
+                raise ValueError(f"{type(env.unwrapped).__name__}.render() returned None: make the env with "
+                                 "render_mode='rgb_array' (rlfast.make(id, n, render_mode='rgb_array'))")  # fmt: skip
+            answer = ("frame", np.ascontiguousarray(frame, dtype=np.uint8))
+        except Exception:
+            answer = ("error", traceback.format_exc())
+        try:
+            conn.send(answer)
+        except (BrokenPipeError, OSError):
+            return
 
 
 def _worker_loop(index: int, envs: list, shm_name: str, size: int, layout: tuple, first: int) -> None:
@@ -271,6 +296,31 @@ class ProcessEnvPool(EnvPool):
         except _C.EnvsLost as lost:
             what, env_ids, workers = lost.args
             raise self._replace_workers(what, env_ids, workers) from None
+
+    def render(self, env_ids: Optional[Any] = None, *, follow: bool = False) -> torch.Tensor:
+        """The envs' own ``render()`` frames (envs made with ``render_mode="rgb_array"``), drawn in their worker
+        processes while the envs are idle: uint8 ``[n, H, W, 3]``. ``follow``: no effect here."""
+        ids = [int(i) for i in self._render_ids(env_ids)]
+        for i in ids:
+            self._pool.render_state(i)  # PoolStateError where the env is in flight
+        firsts = [self._channel.envs_of(w)[0] for w in range(self.num_workers)]
+        frames = []
+        for i in ids:
+            w = max(k for k, first in enumerate(firsts) if first <= i)
+            proc, conn = self._procs[w]
+            conn.send(("render", i))
+            while not conn.poll(0.1):
+                if not proc.is_alive():
+                    raise EnvError(f"{self.task_id}: worker {w} (pid {proc.pid}) ended while rendering env {i}: "
+                                   f"{_exit_text(proc.exitcode)}", torch.tensor([i], dtype=torch.int32))  # fmt: skip
+            kind, value = conn.recv()
+            if kind != "frame":
+                raise EnvError(f"{self.task_id}: env {i}'s render() in worker {w} (pid {proc.pid}):\n{value}",
+                               torch.tensor([i], dtype=torch.int32))  # fmt: skip
+            frames.append(value)
+        if len({f.shape for f in frames}) > 1:
+            raise ValueError(f"{self.task_id}: the envs' frames differ in shape: {[f.shape for f in frames]}")
+        return torch.from_numpy(np.stack(frames))
 
     def _replace_workers(self, what: str, env_ids: list[int], workers: list[int]) -> EnvError:
         """Starts a new process for each dead worker in ``workers``; the EnvError that reports the loss."""

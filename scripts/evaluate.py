@@ -24,15 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-import gymnasium as gym
-import numpy as np
 import torch
 import tyro
 
-import rlfast
 from rlfast.algos.checkpoint import load_checkpoint, trainer_of
 from rlfast.algos.contract import contract_problems
-from rlfast.algos.episodes import game_starts
+from rlfast.algos.evaluation import Videos, evaluate, make_eval_envs
 from rlfast.algos.normalize import ObsNormalizer
 
 SCRIPTS = Path(__file__).resolve().parent
@@ -52,6 +49,11 @@ class Args:
     """evaluate on this task instead of the checkpoint's"""
     cuda: bool = False
     """run the policy on CUDA when available"""
+    video: Optional[str] = None
+    """record the first --video-episodes episodes to this MP4 file (more than one: FILE-1.mp4, FILE-2.mp4, ...);
+    Atari: the whole games in colour, MuJoCo: gymnasium's view (needs the video extra: pip install 'rlfast[video]')"""
+    video_episodes: int = 1
+    """how many of the evaluated episodes --video records"""
 
 
 def load_script(name: str):
@@ -65,68 +67,14 @@ def load_script(name: str):
     return module
 
 
-class StackedFrames:
-    """``pool`` with each env's last ``k`` frames stacked, as the Atari trainers stack a user's pixel env's frames:
-    what ``evaluate`` uses of a pool (``reset``, ``step``, the spaces, ``num_envs``), closed with it."""
-
-    def __init__(self, pool: "rlfast.EnvPool", k: int) -> None:
-        self.pool, self.num_envs = pool, pool.num_envs
-        frame = pool.single_observation_space.shape
-        self.stack, self.ids = rlfast.FrameStack(pool.num_envs, k, frame), torch.arange(pool.num_envs)
-        self.single_observation_space = gym.spaces.Box(0, 255, (k * frame[0], *frame[1:]), np.uint8)
-        self.single_action_space = pool.single_action_space
-
-    def reset(self) -> tuple[torch.Tensor, dict]:
-        frames, info = self.pool.reset()
-        return self.stack.update(frames, self.ids, game_starts(info)), info
-
-    def step(self, actions: torch.Tensor) -> tuple:
-        frames, reward, terminated, truncated, info = self.pool.step(actions)
-        return self.stack.update(frames, self.ids, game_starts(info)), reward, terminated, truncated, info
-
-    def __enter__(self) -> "StackedFrames":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.pool.close()
-
-
-def evaluate(
-    agent: torch.nn.Module,
-    envs: "rlfast.EnvPool",
-    device: torch.device,
-    greedy: bool,
-    obs_normalizer: Optional[ObsNormalizer] = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Steps every env until each has finished one episode: ``(returns [N], lengths [N])``."""
-    n = envs.num_envs
-    returns, lengths = torch.zeros(n), torch.zeros(n, dtype=torch.int64)
-    finished = torch.zeros(n, dtype=torch.bool)
-    obs, _ = envs.reset()
-    # A recurrent policy's state, zeroed where an episode starts: after a reset step (next-step autoreset).
-    state = agent.initial_state(n, device) if hasattr(agent, "initial_state") else None
-    starts, done = torch.ones(n, dtype=torch.bool), torch.zeros(n, dtype=torch.bool)
-    while not finished.all():
-        x = obs.to(device)
-        if obs_normalizer is not None:
-            x = obs_normalizer(x)
-        with torch.no_grad():
-            if state is None:
-                action = agent.act(x, greedy=greedy)
-            else:
-                action, state = agent.act(x, greedy=greedy, state=state, starts=starts.to(device))
-        obs, _, terminated, truncated, info = envs.step(action.cpu())
-        starts, done = done, terminated | truncated
-        first = done & ~finished
-        returns = torch.where(first, info["episode_return"].float(), returns)
-        lengths = torch.where(first, info["episode_length"].long(), lengths)
-        finished |= first
-    return returns.numpy(), lengths.numpy()
-
-
 def main(args: Args) -> int:
     if args.episodes < 1:
         raise SystemExit(f"error: --episodes must be >= 1, got {args.episodes}")
+    if not 1 <= args.video_episodes <= args.episodes:
+        raise SystemExit(f"error: --video-episodes must be in [1, --episodes={args.episodes}], "
+                         f"got {args.video_episodes}")  # fmt: skip
+    if args.video is not None and not args.video.endswith(".mp4"):
+        raise SystemExit(f"error: --video must name an .mp4 file, got {args.video!r}")
     try:
         ckpt = load_checkpoint(args.checkpoint)
     except ValueError as e:
@@ -143,14 +91,21 @@ def main(args: Args) -> int:
     device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
     torch.manual_seed(args.seed)
 
-    env_kwargs = dict(ckpt.get("eval_env_kwargs", ckpt["env_kwargs"]) or {})  # older ones: only the training ones
-    stack = env_kwargs.pop("frame_stack", None)
+    env_kwargs = ckpt.get("eval_env_kwargs", ckpt["env_kwargs"])  # older ones: only the training ones
     try:
-        envs = rlfast.make(env_id, args.episodes, seed=args.seed, **env_kwargs)
+        envs = make_eval_envs(env_id, args.episodes, args.seed, env_kwargs, render=args.video is not None)
     except ValueError as e:
         raise SystemExit(f"error: {env_id}: {e}") from None
-    if stack is not None:
-        envs = StackedFrames(envs, stack)
+    videos = None
+    if args.video is not None:
+        video = Path(args.video)
+        paths = [video] if args.video_episodes == 1 else [video.with_name(f"{video.stem}-{i + 1}.mp4")
+                                                           for i in range(args.video_episodes)]  # fmt: skip
+        try:
+            videos = Videos(envs, paths)
+        except ImportError as e:
+            envs.close()
+            raise SystemExit(f"error: --video: {e}") from None
     with envs:
         agent = script.make_agent(train_args, envs.single_observation_space, envs.single_action_space)
         problems = contract_problems(script, agent)
@@ -169,13 +124,23 @@ def main(args: Args) -> int:
             obs_normalizer.load_state_dict(ckpt["normalizers"]["obs"])
             obs_normalizer.update = False
         start = time.perf_counter()
-        returns, lengths = evaluate(agent, envs, device, greedy=not args.sample, obs_normalizer=obs_normalizer)
+        try:
+            returns, lengths = evaluate(agent, envs, device, greedy=not args.sample, obs_normalizer=obs_normalizer,
+                                        videos=videos)  # fmt: skip
+        except NotImplementedError as e:  # --video of a task that does not render
+            raise SystemExit(f"error: --video: {e}") from None
+        finally:
+            if videos is not None:
+                videos.close()
         seconds = time.perf_counter() - start
 
     policy = "sampled" if args.sample else "greedy"
     print(f"{env_id}: {ckpt['script']} checkpoint at step {ckpt['global_step']:,}, {policy} policy")
     print(f"episodes: {len(returns)}  mean length: {lengths.mean():.1f}  ({seconds:.1f} s)")
     print(f"return: {returns.mean():.2f} ± {returns.std():.2f}  (min {returns.min():.1f}, max {returns.max():.1f})")
+    if videos is not None:
+        for path, frames in zip(videos.paths, videos.frames):
+            print(f"video: {path} ({frames} frames)")
     return 0
 
 

@@ -18,7 +18,7 @@ import numpy as np
 import tyro
 from tensorboard.backend.event_processing import event_accumulator
 
-ORDER = ("env", "inference", "train", "other")
+ORDER = ("env", "inference", "train", "eval", "all_reduce", "other")
 
 
 @dataclass

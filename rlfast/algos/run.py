@@ -21,14 +21,12 @@ for the rest. It never calls back into the trainer::
     if __name__ == "__main__":
         launch(main, Args, "my_trainer.py")      # rlfast/algos/launch.py
 
-``Run(...)`` checks every flag and the task's family (one ``error: ...`` line per problem, before anything is
-created), then starts the process (``launch.start_process``: seeds, threads, device). ``make_env`` closes its
-pools when the run ends. ``with run:`` creates the run dir and its ``RunLog``; on leaving it writes
-``checkpoint.pt`` and the profile table, and on Ctrl-C or SIGTERM saves ``checkpoint.pt`` (latest weights,
-progress of the last completed iteration), closes the pools and sets ``exit_code`` to 130 (143).
-``save_with_checkpoint`` adds a file (a replay buffer) saved beside every ``checkpoint.pt`` and restored with
-it. ``end_iteration`` logs, prints the progress line, writes the checkpoints ``CheckpointSchedule`` asks for
-and ends the loop at the last iteration or once ``--target-return`` is reached.
+``Run(...)`` checks every flag (one ``error: ...`` line per problem, before anything is created) and starts the
+process (``launch.start_process``: seeds, threads, device). ``with run:`` creates the run dir and its ``RunLog``;
+leaving it writes ``checkpoint.pt`` and the profile table, or on Ctrl-C / SIGTERM saves ``checkpoint.pt`` and sets
+``exit_code`` to 130 / 143. ``end_iteration`` logs (with ``--eval-every``'s evaluations: ``evaluation.Evaluator``),
+prints the progress line, writes the checkpoints that are due and ends the loop at the last iteration or once
+``--target-return`` is reached.
 """
 
 import dataclasses
@@ -42,6 +40,7 @@ from rlfast.algos import distributed
 from rlfast.algos.checkpoint import (CheckpointSchedule, CheckpointWriteError, load_side_file, make_checkpoint,
                                      restore, save_checkpoint)  # fmt: skip
 from rlfast.algos.distributed import World
+from rlfast.algos.evaluation import Evaluator
 from rlfast.algos.launch import start_process
 from rlfast.algos.speed import compiled, describe_speed
 from rlfast.algos.profiling import SectionTimer
@@ -82,12 +81,9 @@ class Run:
         if problems:
             raise usage_error(*problems)
         if iterations * steps_per_iteration != args.total_timesteps and self.world.is_main:
-            print(
-                f"note: --total-timesteps {args.total_timesteps:,} is not a whole number of iterations of "
-                f"{steps_per_iteration:,} steps: {iterations * steps_per_iteration:,} steps will run ({iterations} "
-                "iterations)",
-                flush=True,
-            )
+            print(f"note: --total-timesteps {args.total_timesteps:,} is not a whole number of iterations of "
+                  f"{steps_per_iteration:,} steps: {iterations * steps_per_iteration:,} steps will run ({iterations} "
+                  "iterations)", flush=True)  # fmt: skip
 
         self.args, self.script, self.ckpt = args, script, ckpt
         self.num_iterations, self.steps_per_iteration = iterations, steps_per_iteration
@@ -108,8 +104,9 @@ class Run:
             self.run_dir = Path(args.resume).parent
         else:
             self.run_dir = Path(args.runs_dir) / run_dir_name(args.env_id, args.exp_name, args.seed)
-        if self.world.distributed:
-            sections = (*sections, "all_reduce")
+        self.evaluator = Evaluator(args.env_id, args.seed, args.eval_every, args.eval_episodes, args.capture_video,
+                                   iterations, self.device)  # fmt: skip
+        sections = (*sections, *["eval"][: self.evaluator.enabled], *["all_reduce"][: self.world.distributed])
         self.timer = SectionTimer(sections, sync_cuda=args.profile_sync)
         self.world = dataclasses.replace(self.world, comm=lambda: self.timer("all_reduce"))
         """this rank's place and the data-parallel collectives, timed as "all_reduce" (no-ops in one process)"""
@@ -221,6 +218,7 @@ class Run:
             self._restore_denormals = False
         for pool in self.pools:
             pool.close()
+        self.evaluator.close()
 
     def __enter__(self) -> "Run":
         self._interrupts.catch()
@@ -228,15 +226,14 @@ class Run:
         self._schedule = CheckpointSchedule(self.args.save_interval, self.args.save_minutes)
         self._start_step = self.global_step
         if self.world.is_main:
-            self.log = RunLog(self.run_dir, dataclasses.asdict(self.args), total_steps, start_step=self.global_step)
+            self.log = RunLog(self.run_dir, dataclasses.asdict(self.args), total_steps, start_step=self.global_step,
+                              track=(self.args.wandb_project_name, self.args.wandb_entity) if self.args.track else None)
             pools = " + ".join(repr(p) for p in self.pools)
             ranks = f"  ranks: {self.world.world_size} (this one's pools:)" if self.world.distributed else ""
-            print(f"run dir: {self.run_dir}  device: {self.device}{ranks}  {pools}{self._speed_note()}", flush=True)
+            auto = getattr(self.args, "auto_speed", False) and self.device.type == "cpu"
+            speed = describe_speed(self._state["models"].values(), self.flush_denormals, auto)
+            print(f"run dir: {self.run_dir}  device: {self.device}{ranks}  {pools}{speed}", flush=True)
         return self
-
-    def _speed_note(self) -> str:
-        auto = getattr(self.args, "auto_speed", False) and self.device.type == "cpu"
-        return describe_speed(self._state["models"].values(), self.flush_denormals, auto)
 
     def iterations(self) -> Iterator[int]:
         """The iteration numbers still to run (1-based, after the checkpoint's); starts each one's timer.
@@ -263,6 +260,11 @@ class Run:
             world.check_in_sync(model.parameters(), f"{name}'s parameters")
         reached = False
         if world.is_main:
+            if self.evaluator.due(self.iteration):
+                with self.timer("eval"):
+                    evaluation, video = self.evaluator.run(self._state, self.run_dir, self.global_step)
+                scalars = {**scalars, **evaluation}
+                self.log.video(video, self.global_step)
             if episodes is not None:
                 self.log.episodes(*episodes, first_step)
             self.log.scalars({**scalars, **self.timer.end_iteration()}, self.global_step)

@@ -3,6 +3,7 @@
 The run layer (``rlfast/algos/run.py``) applies them; a script composes ``RunArgs`` with its algorithm's
 flags, e.g. ``Args(PPOArgs, RunArgs)``."""
 
+import importlib.util
 import os
 from dataclasses import dataclass
 from typing import Any, ClassVar, Optional, Sequence
@@ -54,6 +55,21 @@ class RunArgs(Flags):
     """torch intra-op threads on CPU (None: torch's choice, one per core)"""
     profile_sync: bool = False
     """synchronize CUDA at profiler section boundaries (exact split, a little slower)"""
+    eval_every: int = bounded(0, low=0, note="0: off")
+    """every this many iterations (and after the last), play --eval-episodes greedy episodes on an evaluation pool
+    of its own and log eval/episodic_return (Atari: whole games, raw score), as SB3's EvalCallback"""
+    eval_episodes: int = bounded(10, low=1)
+    """episodes (envs, played at once) of each evaluation"""
+    capture_video: bool = False
+    """record one greedy episode at each evaluation (every --eval-every iterations; without it, 10 times a run) to
+    run_dir/videos/ and TensorBoard (needs the video extra: pip install 'rlfast[video]')"""
+    track: bool = False
+    """also log the run to Weights & Biases (needs the track extra: pip install 'rlfast[track]'; WANDB_MODE=offline
+    keeps it on this machine)"""
+    wandb_project_name: str = "rlfast"
+    """the W&B project of --track"""
+    wandb_entity: Optional[str] = None
+    """the W&B team of --track (None: your default)"""
 
     env_id: str = "CartPole-v1"
     """the task id (rlfast.list_envs())"""
@@ -148,6 +164,10 @@ def run_problems(
         problems.append("--cudagraphs needs a CUDA device (none available, or --no-cuda); run without it")
     if start >= iterations >= 1:
         problems.append(f"{args.resume} already holds {start} of the {iterations} {RUN_COMPLETE}")
+    for flag, wanted, module, extra in (("--capture-video", args.capture_video, "imageio_ffmpeg", "video"),
+                                        ("--track", args.track, "wandb", "track")):  # fmt: skip
+        if wanted and importlib.util.find_spec(module) is None:
+            problems.append(f"{flag} needs {module}: pip install 'rlfast[{extra}]'")
     return problems
 
 

@@ -15,6 +15,7 @@ excluded). The progress line is rewritten in place on a terminal, printed every 
 return is ``-`` until an episode has ended.
 """
 
+import re
 import sys
 import time
 from collections import deque
@@ -26,7 +27,7 @@ from torch.utils.tensorboard import SummaryWriter
 
 
 def safe_env_id(env_id: str) -> str:
-    """``env_id`` as the run dir names it: gymnasium's ``module:Env-v0`` ids and header paths without ``:`` and ``/``."""
+    """``env_id`` as the run dir names it: gymnasium's ``module:Env-v0`` ids and header paths, no ``:`` or ``/``."""
     return env_id.replace(":", "_").replace("/", "_")
 
 
@@ -51,8 +52,19 @@ class RunLog:
         total_steps: int,
         start_step: int = 0,
         window: int = 20,
+        track: Optional[tuple[str, Optional[str]]] = None,
     ) -> None:
+        """``track``: (W&B project, entity): the run also goes to Weights & Biases, which mirrors every TensorBoard
+        scalar (``sync_tensorboard``, as CleanRL's ``--track``); a resumed run continues the same W&B run."""
         self.run_dir = Path(run_dir)
+        self.wandb = None
+        if track is not None:
+            import wandb
+
+            run_id = re.sub(r"[^\w-]", "-", self.run_dir.name)
+            self.wandb = wandb.init(project=track[0], entity=track[1], name=self.run_dir.name, id=run_id,
+                                    resume="allow", config=dict(hyperparameters), sync_tensorboard=True,
+                                    dir=str(self.run_dir))  # fmt: skip
         self.writer = SummaryWriter(str(self.run_dir))
         self.writer.add_text(
             "hyperparameters",
@@ -98,6 +110,19 @@ class RunLog:
         for tag, value in values.items():
             self.writer.add_scalar(tag, float(value), global_step)
 
+    def video(self, path: Optional[Path], global_step: int) -> None:
+        """Logs an episode's MP4 (None: nothing): to TensorBoard as an animated GIF (``videos/episode``, thinned to
+        at most 200 frames of at most 240 pixels), and as the video itself to W&B under --track."""
+        if path is None:
+            return
+        from rlfast.algos.evaluation import gif_summary
+
+        self.writer._get_file_writer().add_summary(gif_summary("videos/episode", path), global_step)
+        if self.wandb is not None:
+            import wandb
+
+            self.wandb.log({"videos/episode": wandb.Video(str(path), format="mp4"), "global_step": global_step})
+
     def progress(self, global_step: int, final: bool = False) -> float:
         """Updates SPS (logged as ``charts/SPS``), prints the progress line when due; returns SPS."""
         now = time.perf_counter()
@@ -130,3 +155,5 @@ class RunLog:
         if self._tty:
             print(flush=True)
         self.writer.close()
+        if self.wandb is not None:
+            self.wandb.finish()

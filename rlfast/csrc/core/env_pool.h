@@ -15,6 +15,19 @@
 
 namespace rlfast::core {
 
+/// Whether an env draws its own frames (`RenderShape()` and `Render(uint8_t*) const`), or has a
+/// state an outside renderer draws from (`RenderState() const`).
+template <class Env, class = void>
+struct Renders : std::false_type {};
+template <class Env>
+struct Renders<Env, std::void_t<decltype(std::declval<const Env&>().Render(nullptr))>>
+    : std::true_type {};
+template <class Env, class = void>
+struct HasRenderState : std::false_type {};
+template <class Env>
+struct HasRenderState<Env, std::void_t<decltype(std::declval<const Env&>().RenderState())>>
+    : std::true_type {};
+
 /// The pool for one environment type: owns `num_envs` Env instances and implements the
 /// worker side of the data path (Process). Everything type-independent is in Pool.
 /// The constructor validates and sizes everything (refusing a pool that cannot fit in
@@ -38,6 +51,14 @@ class EnvPool : public Pool {
   }
 
   ~EnvPool() override { Close(); }
+
+  std::vector<int64_t> RenderShape() const override {
+    if constexpr (Renders<Env>::value) {
+      return envs_[0]->RenderShape();
+    } else {
+      return {};
+    }
+  }
 
 #ifdef RLFAST_TEST_HOOKS
   std::vector<double> DebugGetState(int env_id) const override {
@@ -63,6 +84,22 @@ class EnvPool : public Pool {
     InfoLayoutCheck check(spec_.info, task_id_);
     envs_[0]->VisitInfo(check);
     check.Finish();
+  }
+
+  void RenderEnv(int env_id, uint8_t* out) const override {
+    if constexpr (Renders<Env>::value) {
+      envs_[env_id]->Render(out);
+    } else {
+      Pool::RenderEnv(env_id, out);
+    }
+  }
+
+  std::vector<double> RenderStateOf(int env_id) const override {
+    if constexpr (HasRenderState<Env>::value) {
+      return envs_[env_id]->RenderState();
+    } else {
+      return {};
+    }
   }
 
   void SeedEnv(int env_id, uint64_t seed) override {

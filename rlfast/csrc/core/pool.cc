@@ -590,6 +590,47 @@ void Pool::Reseed(const std::vector<int32_t>& env_ids, const std::vector<uint64_
   ParallelFor(static_cast<int>(ids.size()), [&](int i) { SeedEnv(ids[i], seeds[i]); }, poll);
 }
 
+void Pool::Render(const std::vector<int32_t>& env_ids, uint8_t* out) {
+  const std::vector<int64_t> shape = RenderShape();
+  if (shape.empty()) throw std::logic_error(task_id_ + " does not render");
+  const int64_t frame_bytes = shape[0] * shape[1] * shape[2];
+  {
+    std::lock_guard<std::mutex> lock(book_mutex_);
+    if (closed_) throw PoolStateError("render: the pool is closed");
+    ++send_count_;  // a fresh stamp: an env id twice in env_ids is refused
+    for (int32_t id : env_ids) {
+      CheckIdle(id, "render");
+      if (stamp_[id] == send_count_) {
+        throw BadValue("render: env id " + std::to_string(id) + " appears more than once");
+      }
+      stamp_[id] = send_count_;
+    }
+    for (int32_t id : env_ids) in_flight_[id] = 1;  // held busy while rendering, without the lock
+  }
+  struct Release {  // marks the envs idle again however rendering ends
+    Pool* pool;
+    const std::vector<int32_t>& ids;
+    ~Release() {
+      std::lock_guard<std::mutex> lock(pool->book_mutex_);
+      for (int32_t id : ids) pool->in_flight_[id] = 0;
+    }
+  } release{this, env_ids};
+  for (std::size_t i = 0; i < env_ids.size(); ++i) {
+    RenderEnv(env_ids[i], out + static_cast<int64_t>(i) * frame_bytes);
+  }
+}
+
+std::vector<double> Pool::RenderState(int env_id) {
+  std::lock_guard<std::mutex> lock(book_mutex_);
+  if (closed_) throw PoolStateError("render: the pool is closed");
+  CheckIdle(env_id, "render");
+  return RenderStateOf(env_id);
+}
+
+void Pool::RenderEnv(int /*env_id*/, uint8_t* /*out*/) const {
+  throw std::logic_error(task_id_ + " does not render");
+}
+
 std::vector<double> Pool::DebugGetState(int /*env_id*/) const {
   throw std::logic_error(task_id_ + " has no test state hooks in this build");
 }

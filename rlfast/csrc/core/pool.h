@@ -161,6 +161,17 @@ class Pool {
   virtual std::vector<double> DebugGetState(int env_id) const;
   virtual void DebugSetState(int env_id, const std::vector<double>& state);
 
+  /// The shape (height, width, 3) of the RGB frames Render() writes; empty where the task's
+  /// envs do not render in C++.
+  virtual std::vector<int64_t> RenderShape() const { return {}; }
+  /// Writes the current frame of each env of `env_ids` (RGB uint8, RenderShape() each, one after
+  /// the other) into `out`. The envs must be idle (not in flight); they are held as busy while
+  /// they render, so a send to them waits. Throws std::logic_error where RenderShape() is empty.
+  void Render(const std::vector<int32_t>& env_ids, uint8_t* out);
+  /// The state an outside renderer draws env `env_id` from (MuJoCo: qpos, then qvel); empty
+  /// where the task has none. The env must be idle.
+  std::vector<double> RenderState(int env_id);
+
  protected:
   /// Runs one work item on a worker thread and commits its slot. Implemented per env type.
   virtual void Process(const ActionItem& item) = 0;
@@ -214,6 +225,9 @@ class Pool {
 
   /// Verifies an env's VisitInfo against spec_.info (InfoLayoutCheck); after BuildEnvs.
   virtual void CheckInfoLayout() const = 0;
+  /// Render()'s frame of one idle env into `out`; RenderState()'s values of one. Per env type.
+  virtual void RenderEnv(int env_id, uint8_t* out) const;
+  virtual std::vector<double> RenderStateOf(int /*env_id*/) const { return {}; }
   const int32_t* DiscreteAction(int env_id) const { return &discrete_actions_[env_id]; }
   const float* BoxAction(int env_id) const { return &box_actions_[env_id * action_size_]; }
   void RecordError(int env_id, const std::string& what);

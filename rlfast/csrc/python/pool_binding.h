@@ -94,6 +94,20 @@ class PyPool {
     pool_->Attach(ptrs);
   }
 
+  /// Renders env_ids (already checked in range) into `out`, a C-contiguous uint8 array of
+  /// shape (len(env_ids), *RenderShape()), with the GIL released.
+  void Render(const std::vector<int32_t>& env_ids, py::array_t<uint8_t> out) {
+    std::vector<int64_t> shape = pool_->RenderShape();
+    if (shape.empty()) throw std::logic_error(pool_->task_id() + " does not render");
+    bool ok = (out.flags() & py::array::c_style) && out.ndim() == 4 &&
+              out.shape(0) == static_cast<py::ssize_t>(env_ids.size());
+    for (int d = 0; ok && d < 3; ++d) ok = out.shape(d + 1) == shape[d];
+    if (!ok) throw py::value_error("render() needs a C-contiguous uint8 output of (n, H, W, 3)");
+    uint8_t* dst = out.mutable_data();
+    py::gil_scoped_release release;
+    pool_->Render(env_ids, dst);
+  }
+
   void Send(const py::array& actions, const py::object& env_ids) {
     if (!(actions.flags() & py::array::c_style)) {
       throw py::value_error("actions must be C-contiguous");
@@ -233,6 +247,12 @@ void DefinePoolMethods(Class& cls) {
       .def("get_state", [](PyPool& p, int i) { return p.pool().DebugGetState(i); })
       .def("set_state", [](PyPool& p, int i, const std::vector<double>& s) {
         p.pool().DebugSetState(i, s);
+      })
+      .def("render_shape", [](PyPool& p) { return p.pool().RenderShape(); })
+      .def("render", &PyPool::Render, py::arg("env_ids"), py::arg("out"))
+      .def("render_state", [](PyPool& p, int i) {
+        py::gil_scoped_release release;
+        return p.pool().RenderState(i);
       })
       .def_property_readonly("num_blocks", [](PyPool& p) { return p.pool().num_blocks(); })
       .def_property_readonly("memory_estimate", [](PyPool& p) { return p.pool().memory_estimate(); })

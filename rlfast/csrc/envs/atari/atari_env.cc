@@ -12,10 +12,6 @@ namespace rlfast::envs::atari {
 
 namespace {
 
-// Every ALE game renders 210 x 160 palette-indexed screens.
-constexpr int kScreenHeight = 210;
-constexpr int kScreenWidth = 160;
-
 constexpr int kMaxStackNum = 64;
 constexpr int kMaxFrameSkip = 1000;
 constexpr int kMaxNoops = 100000;

@@ -14,6 +14,10 @@
 
 namespace rlfast::envs::atari {
 
+/// Every ALE game renders 210 x 160 palette-indexed screens.
+constexpr int kScreenHeight = 210;
+constexpr int kScreenWidth = 160;
+
 /// Atari options: EnvPool's names and defaults (envpool/atari), documented in the README.
 /// `rom_path` is not a user option: the binding fills it from ale_py.roms for the task's game.
 struct AtariConfig {
@@ -99,6 +103,14 @@ class AtariEnv : public core::EnvBase {
       std::memcpy(obs + static_cast<std::size_t>(i) * frame_size_,
                   stack_.data() + static_cast<std::size_t>(slot) * frame_size_, frame_size_);
     }
+  }
+
+  /// The emulator's current screen in colour (ale-py's getScreenRGB): not the observation's
+  /// max-pool of two frames, nor its resize.
+  std::vector<int64_t> RenderShape() const { return {kScreenHeight, kScreenWidth, 3}; }
+  void Render(uint8_t* out) const {
+    ale_->theOSystem->colourPalette().applyPaletteRGB(out, ale_->getScreen().getArray(),
+                                                      kScreenHeight * kScreenWidth);
   }
 
   /// Info fields, in Spec().info order (checked at make()).

@@ -33,6 +33,13 @@ class MujocoEnv : public core::EnvBase {
   using Action = float;
   using Obs = double;
 
+  /// What a renderer outside C++ needs to draw the current state: concat(qpos, qvel).
+  std::vector<double> RenderState() const {
+    std::vector<double> s(data_->qpos, data_->qpos + model_->nq);
+    s.insert(s.end(), data_->qvel, data_->qvel + model_->nv);
+    return s;
+  }
+
 #ifdef RLFAST_TEST_HOOKS
   /// Test-only: concat(qpos, qvel, qacc_warmstart). The warm start is part of MuJoCo's
   /// integration state: the constraint solver starts from it, so two copies of the same
