@@ -106,8 +106,8 @@ class CNNArgs(Flags):
     """treat float32 values below 1.2e-38 as 0 on the CPU (FTZ/DAZ, speed.flush_denormals): Adam's moments of
     weights whose gradient stays 0 decay into that range, where each costs the CPU a microcode assist"""
     auto_speed: bool = True
-    """Atari (Nature CNN) trainers on a CPU: also turn on what pays there and learns the same (README "Training
-    on a CPU"): --channels-last, --flush-denormals, and --bf16 where the CPU computes bfloat16 natively
+    """Atari (Nature CNN) trainers on a CPU: also turn on what pays there and learns the same (docs/performance/
+    cpu.md): --channels-last, --flush-denormals, and --bf16 where the CPU computes bfloat16 natively
     (AVX512-BF16 / AMX). Turned off, only the options given apply (float32 NCHW without any: CleanRL's
     numerics). No effect on CUDA"""
 
