@@ -78,6 +78,7 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=8.0, help="measured wall-clock seconds")
     p.add_argument("--warmup", type=float, default=3.0, help="unmeasured seconds after the first trajectory")
     p.add_argument("--policy", choices=("trivial", "doom"), default="trivial")
+    p.add_argument("--niceness", type=int, default=0, help="--default_niceness: rollout workers at this + 10")
     p.add_argument("--single", action="store_true", help="one env in a plain loop, no sampler")
     a = p.parse_args()
     if a.single:
@@ -93,7 +94,7 @@ def main() -> None:
     argv = [f"--env={a.env}", "--experiment=sampler_bench", f"--train_dir={tempfile.mkdtemp()}", "--device=cpu",
             f"--num_workers={a.num_workers}", f"--num_envs_per_worker={a.envs_per_worker}", "--worker_num_splits=2",
             "--rollout=32", "--serial_mode=False", "--async_rl=True", "--decorrelate_envs_on_one_worker=False",
-            "--with_wandb=False"]  # fmt: skip
+            "--with_wandb=False", f"--default_niceness={a.niceness}"]  # fmt: skip
     if a.policy == "trivial":
         global_model_factory().register_encoder_factory(tiny_encoder)
         argv += ["--use_rnn=False", "--normalize_input=False", "--decoder_mlp_layers",
