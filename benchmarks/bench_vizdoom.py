@@ -223,7 +223,8 @@ def main(args: Args) -> dict[str, dict[str, dict[int, Optional[float]]]]:
                         print(f"  {sid} {name} N={n}: {e}", flush=True)
                         continue
                     runs[name].setdefault(n, []).append(rate)
-                    print(f"  {sid} {name} N={n}: {rate:,.0f} steps/s", flush=True)
+                    print(f"  {sid} {name} N={n}: {rate:,.0f} steps/s (load average {os.getloadavg()[0]:.1f})",
+                          flush=True)  # fmt: skip
         rates = {c: {n: statistics.median(r) for n, r in by_n.items()} for c, by_n in runs.items()}
         out[sid] = rates
         print(format_table(sid, rates, args.num_envs, cores))
