@@ -266,7 +266,8 @@ def main(args: Args) -> dict[str, dict[str, dict[int, Optional[float]]]]:
                             break
                         # Other work during the run, from its start to its processes' end (theirs is counted once
                         # reaped): what it took from the contender's cores.
-                        others = (busy_seconds() - busy - (own_seconds() - own)) / (time.monotonic() - start)
+                        # /proc/stat counts in clock ticks (10 ms), rusage exactly: a short run can come out < 0.
+                        others = max(0.0, busy_seconds() - busy - (own_seconds() - own)) / (time.monotonic() - start)
                         clean = quiet and others <= args.quiet
                         print(f"  {sid} {name} N={n}: {rate:,.0f} steps/s (other work: {others:.2f} cores"
                               f"{'' if clean else ', disturbed'})", flush=True)  # fmt: skip
