@@ -39,10 +39,10 @@ from typing import Callable, Literal, Optional
 
 import gymnasium as gym
 import numpy as np
+import rlfast  # (before torch: how long torch's idle threads spin, rlfast/_omp.py)
 import torch
 from torch import nn
 
-import rlfast
 from rlfast.algos.appo import APPOArgs, appo_loss, taken_logprobs, update_kl
 from rlfast.algos.episodes import Episodes
 from rlfast.algos.nets import MLPAgent, NatureCNNAgent, RecurrentNatureCNNAgent
