@@ -1,0 +1,238 @@
+"""The five-minute demos on the machine at hand: Pong and Ant trained to a threshold, timed from the command's start.
+
+Each seed is the preset's command exactly as a user types it, run alone on all the cores:
+
+    python scripts/ppo_atari.py --config configs/pong_cpu.toml --seed N --target-return 18
+    python scripts/ppo_continuous.py --config configs/ant_cpu.toml --seed N --target-return 5000
+
+and the wall time is the command's, from its start (imports and env creation included) to the moment the
+20-episode mean of its training episodes first reaches the threshold (the trainer then stops). With
+``--peer rl_games`` the same seeds of rl_games' own EnvPool recipe for the task run the same way, one after
+the other on the same cores (benchmarks/peers/rlgames_demo.py says what it changes for a CPU; rl_games lives
+in its own environment: ``--peer-python``).
+
+    python benchmarks/bench_demo.py --demo pong --seeds 1 2 3
+    python benchmarks/bench_demo.py --demo ant --seeds 1 --peer rl_games --peer-python venv-rlg/bin/python
+    python benchmarks/bench_demo.py --demo pong --report-only        # the table and plot from OUT
+
+Prints and writes (``OUT/<demo>/``) one row per system and seed: reached or not, minutes and env steps to the
+threshold, steps/s (the last logged step over the wall time from the command's start), and the CPU (model and
+its AVX-512/BF16/AMX flags); ``curves.json`` and ``curves.png`` (the 20-episode mean against wall minutes and
+against env steps, both systems). A run that has not reached the threshold after ``--cap-minutes`` is stopped
+(Ctrl-C: it saves its checkpoint) and counted as
+not reached, with its best mean.
+"""
+
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import tyro
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMOS = {  # demo -> (trainer, preset, threshold, env id, rl_games' recipe)
+    "pong": ("ppo_atari.py", "configs/pong_cpu.toml", 18.0, "Pong-v5", "atari/ppo_pong_envpool.yaml"),
+    "ant": ("ppo_continuous.py", "configs/ant_cpu.toml", 5000.0, "Ant-v5", "mujoco/ant_envpool.yaml"),
+}
+WINDOW = 20
+"""episodes in the mean that must reach the threshold (rlfast's --target-return window; rl_games' is set to it)"""
+
+
+@dataclass
+class Args:
+    demo: str = "pong"
+    """pong or ant"""
+    seeds: tuple[int, ...] = (1, 2, 3)
+    out: str = "results/demo_cpu"
+    """folder: OUT/<demo>/ gets the runs, logs, curves.json, curves.png and table.md"""
+    cap_minutes: float = 15.0
+    """stop a run that has not reached the threshold after this long"""
+    peer: Optional[str] = None
+    """also run this peer's recipe on the same seeds: rl_games"""
+    peer_python: str = sys.executable
+    """the Python that has the peer installed (rl_games: pip install rl-games; envpool)"""
+    preset: Optional[str] = None
+    """another rlfast preset than the demo's (to compare presets)"""
+    report_only: bool = False
+
+
+def cpu() -> str:
+    """The CPU's model and the flags that decide the CNN's speed."""
+    text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    model = next((ln.split(":", 1)[1].strip() for ln in text.splitlines() if ln.startswith("model name")), "?")
+    flags = set(next((ln.split(":", 1)[1].split() for ln in text.splitlines() if ln.startswith("flags")), []))
+    has = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in flags]
+    return f"{model}, {os.cpu_count()} cores ({' '.join(has) or 'no AVX2'})"
+
+
+def windowed(points: list[tuple[float, int, float]]) -> list[tuple[float, int, float]]:
+    """(wall s, step, episode return) in order -> (wall s, step, mean of the last WINDOW) from WINDOW on."""
+    out = []
+    for i in range(WINDOW - 1, len(points)):
+        t, step, _ = points[i]
+        out.append((t, step, statistics.fmean(r for _, _, r in points[i - WINDOW + 1 : i + 1])))
+    return out
+
+
+def scalars(folder: Path, tag: str) -> list:
+    events = sorted(folder.rglob("events.out.tfevents.*"))
+    found = []
+    for path in events:
+        acc = EventAccumulator(str(path), size_guidance={"scalars": 0})
+        acc.Reload()
+        if tag in acc.Tags().get("scalars", []):
+            found += acc.Scalars(tag)
+    return sorted(found, key=lambda e: e.wall_time)
+
+
+def run_one(system: str, args: Args, seed: int, folder: Path) -> dict:
+    """Runs one seed of one system to its threshold (or the cap); returns its row with the curve."""
+    trainer, preset, threshold, env_id, _ = DEMOS[args.demo]
+    run_dir = folder / f"{system}_seed{seed}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if system == "rlfast":
+        command = [sys.executable, str(ROOT / "scripts" / trainer), "--config", str(ROOT / (args.preset or preset)),
+                   "--seed", str(seed), "--target-return", str(threshold), "--runs-dir", str(run_dir / "runs")]
+    else:
+        command = [args.peer_python, str(ROOT / "benchmarks" / "peers" / "rlgames_demo.py"), "--task", args.demo,
+                   "--seed", str(seed), "--out", str(run_dir / "train")]  # fmt: skip
+    log = (run_dir / "log.txt").open("w")
+    start = time.time()
+    proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=run_dir, start_new_session=True)
+    capped = False
+    try:
+        proc.wait(timeout=args.cap_minutes * 60)
+    except subprocess.TimeoutExpired:
+        capped = True
+        os.killpg(proc.pid, signal.SIGINT)  # the trainers save a checkpoint and exit; rl_games stops
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    wall = time.time() - start
+    log.close()
+    shown = [c if not c.startswith(str(ROOT)) else os.path.relpath(c, ROOT) for c in command[1:]]
+    shown = shown[: shown.index("--runs-dir")] if "--runs-dir" in shown else shown[:-2]  # without the out folder
+    row = {"system": system, "seed": seed, "command": " ".join(["python", *shown]),
+           "start": start, "wall_s": wall, "capped": capped, "returncode": proc.returncode}  # fmt: skip
+    row.update(measure(system, run_dir, start, threshold))
+    (run_dir / "row.json").write_text(json.dumps(row))
+    return row
+
+
+def measure(system: str, run_dir: Path, start: float, threshold: float) -> dict:
+    """The curve (wall s from the command's start, env steps, 20-episode mean) and the first time it reached."""
+    if system == "rlfast":
+        episodes = scalars(run_dir / "runs", "charts/episodic_return")
+        curve = windowed([(e.wall_time - start, e.step, e.value) for e in episodes])
+        sps = scalars(run_dir / "runs", "charts/SPS")
+        last = sps[-1] if sps else None
+    else:  # rl_games logs the mean of its last games_to_track (20) games at each epoch
+        means = scalars(run_dir / "train", "rewards/step")
+        curve = [(e.wall_time - start, e.step, e.value) for e in means]
+        steps = scalars(run_dir / "train", "performance/step_fps")
+        last = steps[-1] if steps else None
+    hit = next((p for p in curve if p[2] >= threshold), None)
+    last_step, end_s = (last.step, last.wall_time - start) if last else (0, 0.0)
+    return {"reached": hit is not None, "minutes": hit[0] / 60 if hit else None, "steps": hit[1] if hit else None,
+            "best": max((p[2] for p in curve), default=None), "last_step": last_step,
+            "sps": last_step / end_s if end_s else None,
+            "curve": [[round(t, 1), s, round(m, 2)] for t, s, m in curve]}  # fmt: skip
+
+
+def report(args: Args, folder: Path, rows: list[dict], machine: str) -> str:
+    trainer, preset, threshold, env_id, recipe = DEMOS[args.demo]
+    lines = [f"{env_id} to a {WINDOW}-episode mean of {threshold:g}, from the command's start; machine: {machine}",
+             "", "| system | seed | reached | minutes to it | steps to it | steps/s | best mean | command |",
+             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for r in rows:
+        reached = r["reached"]
+        lines.append(" | ".join([
+            f"| {r['system']}", str(r["seed"]), "yes" if reached else "no",
+            f"{r['minutes']:.1f}" if reached else f"not in {r['wall_s'] / 60:.1f}",
+            f"{r['steps']:,}" if reached else f"({r['last_step']:,} run)",
+            f"{r['sps']:,.0f}" if r["sps"] else "-",
+            f"{r['best']:.1f}" if r["best"] is not None else "-", f"`{r['command']}` |"]))  # fmt: skip
+    for system in dict.fromkeys(r["system"] for r in rows):
+        mine = [r for r in rows if r["system"] == system]
+        hits = [r for r in mine if r["reached"]]
+        median = f"median {statistics.median(r['minutes'] for r in hits):.1f} min" if len(hits) == len(mine) else ""
+        lines.append(f"| {system} | all | {len(hits)} of {len(mine)} | {median} | | | | |")
+    if any(r["system"] == "rl_games" for r in rows):
+        lines.append(f"\nrl_games: its {recipe} on CPU (benchmarks/peers/rlgames_demo.py lists what it changes).")
+    return "\n".join(lines)
+
+
+def plot(args: Args, folder: Path, rows: list[dict]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    threshold = DEMOS[args.demo][2]
+    fig, (by_time, by_steps) = plt.subplots(1, 2, figsize=(12, 4.2))
+    colors = {"rlfast": "tab:blue", "rl_games": "tab:orange"}
+    for r in rows:
+        if not r["curve"]:
+            continue
+        t, s, m = zip(*r["curve"])
+        label = f"{r['system']} seed {r['seed']}"
+        by_time.plot([x / 60 for x in t], m, color=colors.get(r["system"]), alpha=0.8, label=label)
+        by_steps.plot([x / 1e6 for x in s], m, color=colors.get(r["system"]), alpha=0.8, label=label)
+    for ax in (by_time, by_steps):
+        ax.axhline(threshold, color="gray", linestyle="--", linewidth=1)
+        ax.set_ylabel(f"mean return, last {WINDOW} episodes")
+        ax.grid(alpha=0.3)
+    by_time.axvline(5, color="red", linestyle=":", linewidth=1)
+    by_time.set_xlabel("wall minutes from the command's start")
+    by_steps.set_xlabel("env steps (M)")
+    if any(r["curve"] for r in rows):
+        by_time.legend(fontsize=7)
+    fig.suptitle(f"{DEMOS[args.demo][3]}: {cpu()}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(folder / "curves.png", dpi=80)
+    plt.close(fig)
+
+
+def main(args: Args) -> None:
+    if args.demo not in DEMOS:
+        raise SystemExit(f"--demo must be one of {sorted(DEMOS)}, got {args.demo!r}")
+    if args.peer not in (None, "rl_games"):
+        raise SystemExit(f"--peer must be rl_games, got {args.peer!r}")
+    folder = ROOT / args.out / args.demo if not Path(args.out).is_absolute() else Path(args.out) / args.demo
+    folder.mkdir(parents=True, exist_ok=True)
+    machine = cpu()
+    systems = ["rlfast"] + ([args.peer] if args.peer else [])
+    rows = []
+    for seed in args.seeds:
+        for system in systems:
+            saved = folder / f"{system}_seed{seed}" / "row.json"
+            if args.report_only or saved.exists():
+                if saved.exists():
+                    rows.append(json.loads(saved.read_text()))
+                continue
+            print(f"{system} seed {seed}: running (cap {args.cap_minutes:g} min)...", flush=True)
+            rows.append(run_one(system, args, seed, folder))
+            r = rows[-1]
+            print(f"  {'reached' if r['reached'] else 'not reached'}"
+                  + (f" in {r['minutes']:.2f} min at {r['steps']:,} steps" if r["reached"] else "")
+                  + f"; {r['sps'] or 0:,.0f} steps/s", flush=True)  # fmt: skip
+    table = report(args, folder, rows, machine)
+    (folder / "table.md").write_text(table + "\n")
+    (folder / "curves.json").write_text(json.dumps({"demo": args.demo, "machine": machine, "rows": rows}))
+    if rows:
+        plot(args, folder, rows)
+    print(table)
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Args))
