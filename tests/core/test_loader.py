@@ -41,6 +41,7 @@ def rollout(pool, steps, seed):
     return out
 
 
+@pytest.mark.wheel
 def test_gridworld_steps_in_an_async_pool_and_follows_its_seeds(cache):
     assert "GridWorld-v0" in rlfast.list_envs() and rlfast.task_family("GridWorld-v0") == "custom"
     with rlfast.make("GridWorld-v0", 8, batch_size=4, seed=3, size=4, slip=0.1) as pool:
@@ -80,6 +81,7 @@ def test_second_load_takes_the_cached_build(cache):
     assert [p.stat().st_mtime_ns for p in builds] == stamps
 
 
+@pytest.mark.wheel
 def test_compile_errors_name_the_users_file_and_line(cache, tmp_path):
     bad = tmp_path / "broken_env.h"
     bad.write_text(GRIDWORLD.read_text().replace("r.terminated = x_ == last && y_ == last;",
@@ -91,6 +93,7 @@ def test_compile_errors_name_the_users_file_and_line(cache, tmp_path):
         rlfast.load_env(str(tmp_path / "missing.h"), "Missing-v0")
 
 
+@pytest.mark.wheel
 def test_without_a_compiler_load_env_says_what_to_install(tmp_path, monkeypatch):
     """rlfast's wheel needs no compiler but load_env does: a machine without one gets an EnvCompileError saying so
     (not a FileNotFoundError from deep inside subprocess); a $CXX that is no program and missing Python headers are
