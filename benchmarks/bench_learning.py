@@ -55,7 +55,7 @@ REFERENCES = {  # published figures: (what, env steps, mean, +- or None); MuJoCo
          1824.17, 905.78),
         ("rl_games ant_envpool.yaml, Ant-v5, best after 8.2M steps, 1 seed (rl_games docs)", 8_200_000, 4429.0, None),
     ],
-    "Pong-v5": [  # where the published curves pass 18 (their 10M-step finals: README "Learning")
+    "Pong-v5": [  # where the published curves pass 18 (their 10M-step finals: docs/results/index.md)
         ("rl_games ppo_pong_envpool.yaml, ~18 at ~0.85M steps, 1 seed (its plot and docs)", 850_000, 18.0, None),
         ("rl_games ppo_pong_envpool.yaml, ~20 at ~1.2-1.5M steps, 1 seed (its plot and docs)", 1_350_000, 20.0, None),
         ("CleanRL ppo_atari_envpool.py, ~18 at ~3.3-3.6M steps, 3 seeds (docs.cleanrl.dev)", 3_450_000, 18.0, None),

@@ -11,7 +11,7 @@ the end and by how much, the denormal moments each run ended with, and the secon
     python3 benchmarks/check_flush_denormals.py runs/<a dqn_atari.py run>/checkpoint.pt
     python3 benchmarks/check_flush_denormals.py runs/<a ppo_atari.py run>/checkpoint.pt
 
-(The README's figures came from the run dirs of "Atari: Pong-v5 with DQN" and "with PPO": checkpoints with
+(The figures of docs/performance/cpu.md came from the run dirs of the Pong DQN and PPO runs: checkpoints with
 optimizer state, which stay out of the repository; their training commands make them.)
 """
 
@@ -31,7 +31,7 @@ QNetwork = load_trainer("dqn_atari.py").QNetwork
 @dataclass
 class Args:
     checkpoint: tyro.conf.Positional[str]
-    """a dqn_atari.py checkpoint.pt"""
+    """a trainer's checkpoint.pt with optimizer state (a dqn_atari.py one also gets the TD-loss comparison)"""
     steps: int = 300
     """gradient steps per run"""
     batch_size: int = 32

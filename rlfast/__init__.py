@@ -12,8 +12,10 @@ procpool      Python (gymnasium) envs in worker processes (``make_from``, gymnas
 gym_adapter   ``GymnasiumVectorEnv``: a gymnasium VectorEnv over a sync pool
 frame_stack   ``FrameStack``: the last k observations of each env, on any device
 algos         what the trainers in ``scripts/`` share (see ``rlfast/algos/__init__.py``)
+_omp          how long torch's idle OpenMP threads spin (set before torch loads, so imported first)
 """
 
+from rlfast import _omp  # noqa: F401  (first: before anything imports torch)
 from rlfast.errors import EnvError, PoolStateError
 from rlfast.factory import load_env, make, make_from, make_gymnasium
 from rlfast.frame_stack import FrameStack

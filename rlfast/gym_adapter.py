@@ -11,12 +11,18 @@ from gymnasium.vector.utils import batch_space
 from rlfast.pool import EnvPool
 
 
+def _numpy(x: Any) -> Any:
+    """A copy of a pool's tensor as a numpy array; of a dict of them (a Dict observation), a dict of arrays."""
+    return {k: v.numpy().copy() for k, v in x.items()} if isinstance(x, dict) else x.numpy().copy()
+
+
 class GymnasiumVectorEnv(VectorEnv):
     """numpy in, numpy out. Arrays returned are copies (the pool's buffers are reused).
 
     ``info`` holds ``env_id``, ``elapsed_step``, ``episode_return``, ``episode_length``, the
     env's own info arrays and, with same-step autoreset, ``final_obs`` with its ``_final_obs``
-    mask (gymnasium's convention).
+    mask (gymnasium's convention). A Dict observation space (Python envs) gives dicts of arrays, as
+    gymnasium's vector envs do.
     """
 
     def __init__(self, pool: EnvPool) -> None:
@@ -43,7 +49,7 @@ class GymnasiumVectorEnv(VectorEnv):
             raise ValueError(f"rlfast envs take no reset options besides reset_mask, got {sorted(options)}")
         if mask is None:
             obs, info = self.pool.reset(seed=seed)
-            return obs.numpy().copy(), self._info(info, None)
+            return _numpy(obs), self._info(info, None)
         mask = np.asarray(mask)
         if mask.dtype != np.bool_ or mask.shape != (self.num_envs,):
             raise ValueError(f"reset_mask must be a bool array of shape ({self.num_envs},), got {mask!r}")
@@ -56,13 +62,13 @@ class GymnasiumVectorEnv(VectorEnv):
         if others.size:
             self.pool._peek(others)
         obs, _, _, _, info = self.pool.recv()
-        return obs.numpy().copy(), self._info(info, None)
+        return _numpy(obs), self._info(info, None)
 
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.pool.step(np.asarray(actions))
         done = (terminated | truncated).numpy().copy()
         return (
-            obs.numpy().copy(),
+            _numpy(obs),
             reward.numpy().astype(np.float64),
             terminated.numpy().copy(),
             truncated.numpy().copy(),
@@ -70,7 +76,7 @@ class GymnasiumVectorEnv(VectorEnv):
         )
 
     def _info(self, info: dict, done: Optional[np.ndarray]) -> dict[str, Any]:
-        out = {k: v.numpy().copy() for k, v in info.items()}
+        out = {k: _numpy(v) for k, v in info.items()}
         if "final_obs" in out:
             mask = done if done is not None else np.zeros(self.num_envs, dtype=bool)
             out["_final_obs"] = mask

@@ -39,10 +39,15 @@ _TORCH_DTYPES = {
 _STEP_FIELDS = ("obs", "reward", "terminated", "truncated")
 """The output fields recv() returns positionally; the others are info items, named _INFO + key."""
 _INFO = "info:"
+_OBS_KEY, _FINAL_OBS_KEY = "obs:", "final_obs:"
+"""A Dict observation's fields: "obs:<key>" and the info items "final_obs:<key>", one per key (the engine's
+EnvSpec::obs_keys; Python envs in worker processes, ``rlfast/procpool.py``)."""
 _AUTORESET_MODES = ("next_step", "same_step")
 _LIVE_POOLS: "weakref.WeakSet[EnvPool]" = weakref.WeakSet()
 
 ArrayLike = Union[torch.Tensor, np.ndarray, Sequence[Any]]
+Obs = Union[torch.Tensor, dict[str, torch.Tensor]]
+"""A batch of observations: one tensor, or one per key of a Dict observation space."""
 
 INT32_MAX = 2**31 - 1
 SEED_MAX = 2**64 - 1
@@ -249,7 +254,10 @@ class EnvPool:
         self.is_sync = self.batch_size == self.num_envs
         spec = self._pool.spec
         self.spec = spec
-        self.single_observation_space = _space(spec["obs"])
+        if spec.get("obs_keys"):  # the env's own Dict replaces it where a subclass has one (ProcessEnvPool)
+            self.single_observation_space = gym.spaces.Dict({k["name"]: _space(k) for k in spec["obs_keys"]})
+        else:
+            self.single_observation_space = _space(spec["obs"])
         self.single_action_space = _space(spec["action"], spec["num_actions"])
 
         self.pin_memory = bool(pin_memory)
@@ -263,10 +271,19 @@ class EnvPool:
         self._pool.attach(self._buffers)
         # recv()'s results pre-built per block, fields found by name: (obs, reward, terminated,
         # truncated) and the info items, which the engine names "info:<key>" (env_id, elapsed_step,
-        # ..., the env's own arrays; Atari's raw "reward" among them).
+        # ..., the env's own arrays; Atari's raw "reward" among them). A Dict observation's keys,
+        # "obs:<key>" and "info:final_obs:<key>", become dicts of their views, in the fields' order.
+        keys = [n[len(_OBS_KEY) :] for n in names if n.startswith(_OBS_KEY)]
+        self._dict_obs = bool(keys)
         results, infos = [], []
         for b in range(k):
             views = {name: buf[b] for name, buf in zip(names, self._buffers)}
+            if keys:
+                views["obs"] = {key: views[_OBS_KEY + key] for key in keys}
+                finals = {key: views.pop(_INFO + _FINAL_OBS_KEY + key) for key in keys if
+                          _INFO + _FINAL_OBS_KEY + key in views}  # fmt: skip
+                if finals:
+                    views[_INFO + "final_obs"] = finals
             results.append(tuple(views[name] for name in _STEP_FIELDS))
             infos.append(tuple((n[len(_INFO) :], v) for n, v in views.items() if n.startswith(_INFO)))
         self._results, self._infos = results, infos
@@ -307,9 +324,11 @@ class EnvPool:
         torch.cuda.current_stream(actions.device).synchronize()
         return host
 
-    def recv(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+    def recv(self) -> tuple[Obs, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
         """Waits for the next ``batch_size`` results: ``(obs, reward, terminated, truncated, info)``.
 
+        ``obs``: a tensor ``[batch_size, *obs_shape]``; for a Dict observation space (Python envs,
+        ``rlfast/procpool.py``) a dict ``{key: tensor [batch_size, *shape]}``, as is ``info["final_obs"]``.
         Raises EnvError if an env raised during its step (naming it), PoolStateError if not
         enough envs are in flight to ever fill a batch. Ctrl-C interrupts the wait.
         """
@@ -318,6 +337,10 @@ class EnvPool:
         if error:
             raise EnvError(error, info["env_id"].clone())
         obs, reward, terminated, truncated = self._results[block]
+        if self._dict_obs:  # fresh dicts over the same views: what a caller does to them stays its own
+            obs = dict(obs)
+            if "final_obs" in info:
+                info["final_obs"] = dict(info["final_obs"])
         return obs, reward, terminated, truncated, info
 
     def async_reset(self, env_ids: Optional[ArrayLike] = None) -> None:
@@ -327,7 +350,7 @@ class EnvPool:
         self._pool.send_reset(None if env_ids is None else _as_env_ids(env_ids, "async_reset()"))
 
     # ------------------------------------------------------------------ sync API
-    def reset(self, seed: Optional[int] = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def reset(self, seed: Optional[int] = None) -> tuple[Obs, dict[str, Any]]:
         """Resets all envs and returns ``(obs, info)`` of the first batch (all envs in sync mode).
 
         With ``seed``, env i is re-seeded with ``seed + i`` first (gymnasium semantics).
@@ -340,7 +363,7 @@ class EnvPool:
 
     def step(
         self, actions: ArrayLike, env_ids: Optional[ArrayLike] = None
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+    ) -> tuple[Obs, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
         """``send`` then ``recv``."""
         self.send(actions, env_ids)
         return self.recv()

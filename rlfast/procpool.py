@@ -23,11 +23,20 @@ k x num_envs at the worker's k-th restart. If the new worker cannot build its en
 ``EnvError`` says why. With ``step_timeout`` (seconds; off by default), a step or reset running longer is
 treated the same way: its worker is killed (SIGKILL), and the error names the env.
 
-Spaces: observations Box (uint8, bool, int32, int64, float32, float64), Discrete (int64 scalars) or
-MultiDiscrete (int64); actions Discrete (indices 0..n-1, the env's ``start`` added in the worker), Box
-(float32 or float64 rows) or MultiDiscrete (whole numbers, sent as float rows). Dict and Tuple spaces are
-refused with a message (flatten them with ``gymnasium.wrappers.FlattenObservation``). ``info`` dicts stay
-in the workers (the pool reports ``episode_return``/``episode_length`` itself).
+Spaces: observations Box (uint8, bool, int32, int64, float32, float64), Discrete (int64 scalars),
+MultiDiscrete (int64) or a Dict of such Boxes; actions Discrete (indices 0..n-1, the env's ``start`` added in
+the worker), Box (float32 or float64 rows) or MultiDiscrete (whole numbers, sent as float rows). Tuple spaces,
+nested Dicts and Dicts with a key that is not a Box are refused with a message naming the key (flatten them
+with ``gymnasium.wrappers.FlattenObservation``). ``info`` dicts stay in the workers (the pool reports
+``episode_return``/``episode_length`` itself).
+
+Dict observations (one level, every key a Box): each key is its own tensor of the pool's output ring, so
+``recv``'s ``obs`` is a dict ``{key: tensor [batch_size, *key's shape]}`` in the space's key order (gymnasium's
+convention for Dict spaces; a fresh dict per ``recv``, over the ring's views), and so is ``info["final_obs"]``
+under same-step autoreset; ``single_observation_space`` is the env's Dict. Each tensor is contiguous and pinned
+like the other fields, ready for its own ``.to(device, non_blocking=True)``. In the shared segment an env's
+observation slot holds the keys' bytes one after the other (the worker writes each key in place); the pool
+copies each key into its field (one memcpy per key instead of one per observation; nothing else changes).
 
 Seeding follows gymnasium: env i's first reset (and the first after ``seed``) is ``reset(seed=seed + i)``,
 later ones continue its own generator. Workers start with ``fork`` by default (env factories need not
@@ -74,9 +83,51 @@ def _obs_layout(space: gym.Space) -> tuple[np.dtype, tuple[int, ...]]:
             raise ValueError(f"observation space {space} has dtype {space.dtype}; the pool holds "
                              f"{', '.join(_ENGINE_DTYPES)} (convert with gymnasium.wrappers.DtypeObservation)")
         return space.dtype, tuple(space.shape)
-    hint = " (flatten it with gymnasium.wrappers.FlattenObservation)" if isinstance(
-        space, (gym.spaces.Dict, gym.spaces.Tuple)) else ""  # fmt: skip
-    raise ValueError(f"observation space {space} is not supported: Box, Discrete or MultiDiscrete{hint}")
+    hint = " (flatten it with gymnasium.wrappers.FlattenObservation)" if isinstance(space, gym.spaces.Tuple) else ""
+    raise ValueError(f"observation space {space} is not supported: Box, Discrete, MultiDiscrete or a Dict of "
+                     f"Boxes{hint}")  # fmt: skip
+
+
+def _obs_fields(space: gym.Space) -> list[tuple[Optional[str], np.dtype, tuple[int, ...]]]:
+    """The observation's fields as ``(key, dtype, shape)``: one with key None, or one per key of a Dict space, in
+    the space's order (the order of their bytes in an env's shared slot and of the pool's output fields).
+    ValueError naming the key for a Dict whose keys are not all Box spaces of the engine's dtypes."""
+    if not isinstance(space, gym.spaces.Dict):
+        return [(None, *_obs_layout(space))]
+    if not space.spaces:
+        raise ValueError(f"observation space {space} has no keys")
+    fields = []
+    for key, sub in space.spaces.items():
+        if not isinstance(key, str) or not key:
+            raise ValueError(f"observation space {space}: the keys of a Dict must be non-empty strings, got {key!r}")
+        if not isinstance(sub, gym.spaces.Box):
+            raise ValueError(f"observation space {space}: key {key!r} is {sub}; the pool takes a Dict whose keys are "
+                             "all Box spaces, one level deep (each key its own tensor): make that key a Box, or the "
+                             "whole observation one with gymnasium.wrappers.FlattenObservation")  # fmt: skip
+        try:
+            fields.append((key, *_obs_layout(sub)))
+        except ValueError as e:
+            raise ValueError(f"observation space key {key!r}: {e}") from None
+    return fields
+
+
+def _obs_views(fields: list, region: Any, offset: int) -> Any:
+    """numpy views of an observation's fields in ``region`` from ``offset`` on (keys one after the other): one
+    array, or a dict of one per key."""
+    views = {}
+    for key, dtype, shape in fields:
+        views[key] = np.ndarray(shape, dtype, buffer=region, offset=offset)
+        offset += dtype.itemsize * math.prod(shape)
+    return views[None] if None in views else views
+
+
+def _put_obs(view: Any, obs: Any) -> None:
+    """Writes ``obs`` into ``view`` (``_obs_views``'): an array, or a Dict observation key by key."""
+    if isinstance(view, dict):
+        for key, v in view.items():
+            v[...] = obs[key]
+    else:
+        view[...] = obs
 
 
 def _action_spec(space: gym.Space) -> dict:
@@ -166,15 +217,16 @@ def _worker_loop(index: int, envs: list, shm_name: str, size: int, layout: tuple
     memory = np.frombuffer(region, np.uint8)
     channel = _C.SharedChannel(memory.ctypes.data, *layout)
     obs_space, action_space = envs[0].observation_space, envs[0].action_space
-    obs_dtype, obs_shape = _obs_layout(obs_space)
+    fields = _obs_fields(obs_space)
+    dict_obs = isinstance(obs_space, gym.spaces.Dict)
     discrete = isinstance(action_space, gym.spaces.Discrete)
     start = int(action_space.start) if discrete else 0  # the pool's Discrete actions are indices 0..n-1
     act_shape = _action_spec(action_space)["action"]["shape"]
     obs_views, final_views, readers = {}, {}, {}
     for i, env in enumerate(envs):
         e = first + i
-        obs_views[e] = np.ndarray(obs_shape, obs_dtype, buffer=region, offset=channel.obs_offset(e))
-        final_views[e] = np.ndarray(obs_shape, obs_dtype, buffer=region, offset=channel.final_obs_offset(e))
+        obs_views[e] = _obs_views(fields, region, channel.obs_offset(e))
+        final_views[e] = _obs_views(fields, region, channel.final_obs_offset(e))
         readers[e] = (env, None if discrete else _action_reader(action_space, np.ndarray(
             act_shape, np.float32, buffer=region, offset=channel.action_offset(e))))  # fmt: skip
     reset, reset_when_done, last_step = channel.RESET, channel.RESET_WHEN_DONE, channel.LAST_STEP
@@ -189,10 +241,13 @@ def _worker_loop(index: int, envs: list, shm_name: str, size: int, layout: tuple
             else:
                 obs, reward, terminated, truncated, _ = env.step(action + start if read is None else read())
                 if flags & reset_when_done and (terminated or truncated or flags & last_step):
-                    final_views[e][...] = obs  # same-step autoreset: the pool's final_obs
+                    _put_obs(final_views[e], obs)  # same-step autoreset: the pool's final_obs
                     obs, _ = env.reset()
                 reward, terminated, truncated = float(reward), bool(terminated), bool(truncated)
-            obs_views[e][...] = obs
+            if dict_obs:
+                _put_obs(obs_views[e], obs)
+            else:  # a Box, Discrete or MultiDiscrete observation: the hot path as it was
+                obs_views[e][...] = obs
         except Exception:
             channel.fail(e, f"{type(env.unwrapped).__name__} in worker process {index} (pid {os.getpid()}):\n"
                             f"{traceback.format_exc()}")  # fmt: skip
@@ -261,11 +316,17 @@ class ProcessEnvPool(EnvPool):
         self.num_workers = num_workers
         try:
             obs_space, action_space = self._start_workers(num_workers)
-            obs_dtype, obs_shape = _obs_layout(obs_space)
+            fields = _obs_fields(obs_space)
             spec = _action_spec(action_space)
-            # Bounds only shape the engine's own Box; the env's space replaces it below.
-            spec["obs"] = {"dtype": obs_dtype.name, "shape": obs_shape, "low": [0], "high": [0]}
-            obs_bytes = obs_dtype.itemsize * math.prod(obs_shape)
+            # Bounds only shape the engine's own spaces; the env's space replaces them below.
+            arrays = [{"name": key, "dtype": dtype.name, "shape": shape, "low": [0], "high": [0]}
+                      for key, dtype, shape in fields]  # fmt: skip
+            obs_bytes = sum(dtype.itemsize * math.prod(shape) for _, dtype, shape in fields)
+            if isinstance(obs_space, gym.spaces.Dict):  # one output field per key; "obs": the shared slot's bytes
+                spec["obs"] = {"dtype": "uint8", "shape": (obs_bytes,), "low": [0], "high": [0]}
+                spec["obs_keys"] = arrays
+            else:
+                spec["obs"] = arrays[0]
             act_bytes = 4 * max(1, math.prod(spec["action"]["shape"]))
             layout = self._layout = (num_envs, num_workers, obs_bytes, act_bytes)
             size = self._layout_bytes = _C.SharedChannel.total_bytes(*layout)

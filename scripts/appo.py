@@ -39,10 +39,10 @@ from typing import Callable, Literal, Optional
 
 import gymnasium as gym
 import numpy as np
+import rlfast  # (before torch: how long torch's idle threads spin, rlfast/_omp.py)
 import torch
 from torch import nn
 
-import rlfast
 from rlfast.algos.appo import APPOArgs, appo_loss, taken_logprobs, update_kl
 from rlfast.algos.episodes import Episodes
 from rlfast.algos.nets import MLPAgent, NatureCNNAgent, RecurrentNatureCNNAgent
@@ -86,10 +86,11 @@ def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> tor
         if args.recurrent != "none":
             return RecurrentNatureCNNAgent(obs_space.shape[0], int(action_space.n), cell=args.recurrent)
         return NatureCNNAgent(obs_space.shape[0], int(action_space.n))
+    size = vector_obs_size(SCRIPT, args.env_id, obs_space)  # a usage error unless a Box (a Dict, a Discrete)
     if args.recurrent != "none":
         raise usage_error(f"--recurrent {args.recurrent} has a CNN encoder: it needs stacked frames, and {args.env_id} "
                           f"observations are {tuple(obs_space.shape)}")  # fmt: skip
-    return MLPAgent(vector_obs_size(SCRIPT, args.env_id, obs_space), int(action_space.n))
+    return MLPAgent(size, int(action_space.n))
 
 
 def update(agent: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable[..., PPOLoss], batch: Trajectories,

@@ -30,10 +30,10 @@ from typing import Callable, Optional
 
 import gymnasium as gym
 import numpy as np
+import rlfast  # (before torch: how long torch's idle threads spin, rlfast/_omp.py)
 import torch
 from torch import nn
 
-import rlfast
 from rlfast.algos.dqn import DQNArgs, ReplayRatio, epsilon_greedy, replay_buffer, soft_update, td_loss
 from rlfast.algos.episodes import Episodes, game_starts
 from rlfast.algos.speed import FrameNet, set_speed

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+import rlfast  # noqa: F401  (before torch: how long torch's idle threads spin, rlfast/_omp.py)
 import torch
 import tyro
 
@@ -84,7 +85,7 @@ def main(args: Args) -> int:
     problems = contract_problems(script)
     if problems:
         raise SystemExit(f"error: {name} cannot be evaluated: {'; '.join(problems)} "
-                         "(the contract: rlfast.algos.checkpoint.TrainerScript)")  # fmt: skip
+                         "(the contract: rlfast.algos.contract.TrainerScript)")  # fmt: skip
     fields = {f.name for f in dataclasses.fields(script.Args)}
     train_args = script.Args(**{k: v for k, v in ckpt["args"].items() if k in fields})
     env_id = args.env_id or ckpt["env_id"]
@@ -111,7 +112,7 @@ def main(args: Args) -> int:
         problems = contract_problems(script, agent)
         if problems:
             raise SystemExit(f"error: {name} cannot be evaluated: {'; '.join(problems)} "
-                             "(the contract: rlfast.algos.checkpoint.Policy)")  # fmt: skip
+                             "(the contract: rlfast.algos.contract.Policy)")  # fmt: skip
         try:
             agent.load_state_dict(ckpt["models"]["agent"])
         except RuntimeError as e:  # e.g. --env-id with another number of actions than the trained task

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 import gymnasium as gym
+import rlfast  # noqa: F401  (before torch: how long torch's idle threads spin, rlfast/_omp.py)
 import torch
 from torch import nn
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 import gymnasium as gym
+import rlfast  # noqa: F401  (before torch: how long torch's idle threads spin, rlfast/_omp.py)
 import torch
 from torch import nn
 
@@ -70,6 +71,9 @@ class Args(PPOArgs, CNNArgs, RunArgs):
     """env pool worker threads (None: min(cores, num_envs))"""
     frame_stack: Optional[int] = bounded(None, low=1, note="or left out")
     """frames per observation (None: 4, CleanRL's)"""
+    cnn_width: float = bounded(1.0, low=0, low_open=True)
+    """scale the Nature CNN's channels and hidden units (1: CleanRL's 32-64-64-512; 0.5: 16-32-32-256, about a
+    third of the multiply-adds, for a CPU: configs/pong_cpu.toml)"""
 
     @property
     def stack(self) -> int:
@@ -86,7 +90,7 @@ def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> nn.
     if tuple(obs_space.shape) != (args.stack, 84, 84):
         raise usage_error(f"{args.env_id} observations are {tuple(obs_space.shape)}; the Nature CNN needs "
                           f"({args.stack}, 84, 84) (grayscale 84x84 frames, {args.stack} stacked)")  # fmt: skip
-    return Agent(args.stack, int(action_space.n))
+    return Agent(args.stack, int(action_space.n), width=args.cnn_width)
 
 
 def minibatch_loss(agent: nn.Module, args: Args, mb: dict[str, torch.Tensor]) -> PPOLoss:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Callable, Literal, Optional
 
 import gymnasium as gym
+import rlfast  # noqa: F401  (before torch: how long torch's idle threads spin, rlfast/_omp.py)
 import torch
 from torch import nn
 

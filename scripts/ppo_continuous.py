@@ -26,6 +26,7 @@ from typing import Callable, Optional
 
 import gymnasium as gym
 import numpy as np
+import rlfast  # noqa: F401  (before torch: how long torch's idle threads spin, rlfast/_omp.py)
 import torch
 from torch import nn
 

@@ -2,8 +2,8 @@
 
 - A line ``<!-- flags: ppo.py -->`` in a page becomes the table of that trainer's flags, generated from its
   ``Args`` dataclass at build time: the flags ``--help`` lists (tyro writes each field ``--field-name``, a bool
-  as ``--name / --no-name``), their defaults and their help (the field's docstring, as tyro reads it). The table
-  cannot drift from the code; ``tests/scripts/test_docs_flags.py`` checks it against ``--help``.
+  ``--name`` turned off by ``--no-name``), their defaults and their help (the field's docstring, as tyro reads
+  it). The table cannot drift from the code; ``tests/docs/test_docs_flags.py`` checks it against ``--help``.
 - The images under ``results/`` (the learning curves) join the site at ``results/<folder>/<file>``, so a page
   links them as ``results/...`` from the site's root (``../results/pong_5min/curves.png`` from a trainer page)
   instead of keeping copies in ``docs/``.
@@ -73,10 +73,8 @@ def flag_rows(script: str) -> list[tuple[str, str, str, str]]:
     hints, docs = typing.get_type_hints(cls), field_docs(cls)
     rows = []
     for f in dataclasses.fields(cls):
-        flag = "--" + f.name.replace("_", "-")
+        flag = "--" + f.name.replace("_", "-")  # a bool's opposite, --no-<name>, is said once above the table
         kind = hints[f.name]
-        if kind is bool:
-            flag += f" / --no-{f.name.replace('_', '-')}"
         default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
         rows.append((flag, type_name(kind), repr(default) if isinstance(default, str) else str(default),
                      docs.get(f.name, "")))  # fmt: skip
@@ -102,9 +100,10 @@ def flags_table(script: str) -> str:
     rows = flag_rows(script)
     own = [r for r, f in zip(rows, dataclasses.fields(trainer_args(script))) if f.name not in run_fields]
     run = [r for r, f in zip(rows, dataclasses.fields(trainer_args(script))) if f.name in run_fields]
-    return "\n".join(["**The algorithm's flags**", "", *_table(own), "",
-                      "**The run's flags**: the task, its length and envs, checkpoints, devices (the run layer's: every "
-                      "trainer has them, with its own defaults)", "", *_table(run)])  # fmt: skip
+    own_title = "**The algorithm's flags** (a bool flag `--x` is turned off with `--no-x`)"
+    run_title = ("**The run's flags**: the task, its length and envs, checkpoints, devices (the run layer's: every "
+                 "trainer has them, with its own defaults)")  # fmt: skip
+    return "\n".join([own_title, "", *_table(own), "", run_title, "", *_table(run)])
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:

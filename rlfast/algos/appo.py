@@ -31,7 +31,7 @@ class APPOArgs(Flags):
     """envs per `recv` of the async pool: the pool's batch_size, EnvPool's name (None: num_envs // 2,
     double-buffered sampling; num_envs: sync)"""
     trajectory_length: int = bounded(32, low=1)
-    """steps per trajectory (T; Sample Factory's --trajectory-length, which is still accepted)"""
+    """steps per trajectory (T; Sample Factory's name for it; --rollout, its old name, is still accepted)"""
     batch_size: int = bounded(2048, low=1)
     """samples (env steps) per learner batch, a whole number of trajectories: Sample Factory's --batch-size
     (the pool's batch_size is --env-batch-size)"""

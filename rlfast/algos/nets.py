@@ -59,28 +59,36 @@ class MLPAgent(nn.Module):
         return logits.argmax(-1) if greedy else categorical(logits)[0]
 
 
-def nature_cnn(in_channels: int) -> FrameNet:
-    """The Nature CNN (Mnih et al. 2015) as CleanRL initializes it: [N, C, 84, 84] uint8 frames -> [N, 512]."""
+def nature_widths(width: float = 1.0) -> tuple[int, int, int, int]:
+    """The Nature CNN's channels and hidden units (32, 64, 64, 512), each scaled by ``width``."""
+    return tuple(max(1, round(n * width)) for n in (32, 64, 64, 512))  # type: ignore[return-value]
+
+
+def nature_cnn(in_channels: int, width: float = 1.0) -> FrameNet:
+    """The Nature CNN (Mnih et al. 2015) as CleanRL initializes it: [N, C, 84, 84] uint8 frames -> [N, 512].
+    ``width`` scales its channels and hidden units (0.5: 16-32-32-256, about a third of the multiply-adds)."""
+    c1, c2, c3, hidden = nature_widths(width)
     return FrameNet(
-        layer_init(nn.Conv2d(in_channels, 32, 8, stride=4)), nn.ReLU(),
-        layer_init(nn.Conv2d(32, 64, 4, stride=2)), nn.ReLU(),
-        layer_init(nn.Conv2d(64, 64, 3, stride=1)), nn.ReLU(),
+        layer_init(nn.Conv2d(in_channels, c1, 8, stride=4)), nn.ReLU(),
+        layer_init(nn.Conv2d(c1, c2, 4, stride=2)), nn.ReLU(),
+        layer_init(nn.Conv2d(c2, c3, 3, stride=1)), nn.ReLU(),
         nn.Flatten(),
-        layer_init(nn.Linear(64 * 7 * 7, 512)), nn.ReLU(),
+        layer_init(nn.Linear(c3 * 7 * 7, hidden)), nn.ReLU(),
     )  # fmt: skip
 
 
 class NatureCNNAgent(nn.Module):
     """CleanRL's ppo_atari network: the Nature CNN (Mnih et al. 2015) trunk shared by a linear actor and critic."""
 
-    def __init__(self, in_channels: int, num_actions: int) -> None:
+    def __init__(self, in_channels: int, num_actions: int, width: float = 1.0) -> None:
         super().__init__()
-        self.network = nature_cnn(in_channels)
-        self.actor = layer_init(nn.Linear(512, num_actions), std=0.01)
-        self.critic = layer_init(nn.Linear(512, 1), std=1.0)
+        self.network = nature_cnn(in_channels, width)
+        hidden = nature_widths(width)[-1]
+        self.actor = layer_init(nn.Linear(hidden, num_actions), std=0.01)
+        self.critic = layer_init(nn.Linear(hidden, 1), std=1.0)
 
     def hidden(self, x: torch.Tensor) -> torch.Tensor:
-        """x: [N, C, 84, 84] uint8 frames -> [N, 512] features (scaled to [0, 1] by ``FrameNet``)."""
+        """x: [N, C, 84, 84] uint8 frames -> [N, 512 x width] features (scaled to [0, 1] by ``FrameNet``)."""
         return self.network(x)
 
     def get_value(self, x: torch.Tensor) -> torch.Tensor:

@@ -313,7 +313,7 @@ class ReplayBuffer:
 
 
 def format_bytes(n: int) -> str:
-    """``7.06 GB``-style (powers of 1000, as the README's memory figures)."""
+    """``7.06 GB``-style (powers of 1000, as the docs' memory figures)."""
     if n < 1000:
         return f"{n} B"
     exp = min(int(math.log(n, 1000)), 4)

@@ -106,8 +106,8 @@ class CNNArgs(Flags):
     """treat float32 values below 1.2e-38 as 0 on the CPU (FTZ/DAZ, speed.flush_denormals): Adam's moments of
     weights whose gradient stays 0 decay into that range, where each costs the CPU a microcode assist"""
     auto_speed: bool = True
-    """Atari (Nature CNN) trainers on a CPU: also turn on what pays there and learns the same (README "Training
-    on a CPU"): --channels-last, --flush-denormals, and --bf16 where the CPU computes bfloat16 natively
+    """Atari (Nature CNN) trainers on a CPU: also turn on what pays there and learns the same (docs/performance/
+    cpu.md): --channels-last, --flush-denormals, and --bf16 where the CPU computes bfloat16 natively
     (AVX512-BF16 / AMX). Turned off, only the options given apply (float32 NCHW without any: CleanRL's
     numerics). No effect on CUDA"""
 
@@ -199,6 +199,10 @@ OWN_FAMILIES = ("python", "custom")
 def vector_obs_size(script: str, env_id: str, obs_space: gym.Space) -> int:
     """The number of values of ``env_id``'s observations for an MLP; a usage error unless they are a Box (a
     Python env's Discrete or MultiDiscrete observations need a wrapper, e.g. one-hot, first)."""
+    if isinstance(obs_space, gym.spaces.Dict):  # the pool gives them (rlfast/procpool.py); no trainer takes them yet
+        raise usage_error(f"{env_id} has Dict observations ({', '.join(map(str, obs_space.spaces))}); {script} needs a "
+                          "Box of numbers, and no rlfast trainer takes Dict observations yet (wrap the env with "
+                          "gymnasium.wrappers.FlattenObservation for an MLP)")  # fmt: skip
     if not isinstance(obs_space, gym.spaces.Box):
         raise usage_error(f"{env_id} has {type(obs_space).__name__} observations; {script} needs a Box of numbers "
                           "(wrap the env, e.g. one-hot a Discrete observation)")  # fmt: skip
@@ -208,6 +212,10 @@ def vector_obs_size(script: str, env_id: str, obs_space: gym.Space) -> int:
 def check_frames(script: str, env_id: str, obs_space: gym.Space) -> tuple[int, ...]:
     """The shape of ``env_id``'s frames, which the Atari trainers stack for their Nature CNN: a usage error unless they
     are uint8 of shape (1, 84, 84), as the engine's Atari frames (a user's pixel env grays and resizes its own)."""
+    if isinstance(obs_space, gym.spaces.Dict):
+        raise usage_error(f"{env_id} has Dict observations ({', '.join(map(str, obs_space.spaces))}); {script} "
+                          "stacks uint8 frames of shape (1, 84, 84), and no rlfast trainer takes Dict observations "
+                          "yet")  # fmt: skip
     if not (isinstance(obs_space, gym.spaces.Box) and obs_space.dtype == np.uint8 and obs_space.shape == (1, 84, 84)):
         shown = f"{tuple(obs_space.shape)} {obs_space.dtype}" if isinstance(obs_space, gym.spaces.Box) else obs_space
         raise usage_error(f"{env_id} observations are {shown}; {script} stacks uint8 frames of shape (1, 84, 84) "

@@ -35,8 +35,8 @@ def flush_denormals() -> bool:
     now on, torch's OpenMP workers among them (a new thread inherits its creator's floating-point state).
     Float32 values below 1.2e-38 then count as 0. They are what Adam's moments decay to where a weight's
     gradient stays 0 (a dead ReLU unit), and there they stay: half of a trained Pong DQN's moments were
-    denormal, each costing the CPU a microcode assist (its fused Adam step 11.5 ms against 0.77 ms with them
-    flushed, README "Training on a CPU"). What is learned does not change: such a moment moves its weight by
+    denormal, each costing the CPU a microcode assist (its fused Adam step 21.8 ms against 1.43 ms with them
+    flushed, one thread: docs/performance/cpu.md). What is learned does not change: such a moment moves its weight by
     far less than the weight's last bit (``benchmarks/check_flush_denormals.py``: 300 gradient steps from
     that DQN's checkpoint leave every float32 weight bit for bit the same). TensorFlow and XLA on a CPU run
     this way by default.

@@ -42,14 +42,14 @@ def help_entries(script: str) -> dict[str, str]:
 def test_the_generated_table_lists_the_flags_of_help(hooks, script):
     table = hooks.flags_table(script)
     documented = set()
-    for row in re.findall(r"^\| `([^`]+)` \|", table, re.MULTILINE):
-        documented.update(row.split(" / "))
+    for flag, kind in re.findall(r"^\| `(--[\w-]+)` \| ((?:[^|\\]|\\.)+) \|", table, re.MULTILINE):
+        documented |= {flag, "--no-" + flag[2:]} if kind.strip() == "bool" else {flag}
     entries = help_entries(script)
     assert len(entries) > 25, entries  # the parse found the options, not a few words of a help text
     assert documented == set(entries), (sorted(documented - set(entries)), sorted(set(entries) - documented))
     for flag, _, default, _ in hooks.flag_rows(script):  # each row's default is the one --help shows
-        shown = re.search(r"\(default: (.*?)\)\s*$", " ".join(entries[flag.split(" / ")[0]].split()))
-        assert shown and shown.group(1) == default.strip("'"), (flag, default, entries[flag.split(" / ")[0]])
+        shown = re.search(r"\(default: (.*?)\)\s*$", " ".join(entries[flag].split()))
+        assert shown and shown.group(1) == default.strip("'"), (flag, default, entries[flag])
 
 
 @pytest.mark.parametrize("script", TRAINERS)

@@ -228,7 +228,7 @@ def test_evaluate_takes_a_run_dir_and_names_what_is_missing(tmp_path):
     tiny_checkpoint(tmp_path / "other" / "checkpoint.pt", script="plot_profile.py")
     code = run_main("evaluate.py", [str(tmp_path / "other")], tmp_path)
     assert code == ("error: plot_profile.py cannot be evaluated: no `make_agent(args, obs_space, action_space)` "
-                    "function (the contract: rlfast.algos.checkpoint.TrainerScript)")  # fmt: skip
+                    "function (the contract: rlfast.algos.contract.TrainerScript)")  # fmt: skip
     tiny_checkpoint(tmp_path / "far" / "checkpoint.pt", script="../tests/evil.py")
     code = run_main("evaluate.py", [str(tmp_path / "far")], tmp_path)
     assert "evil.py is not in scripts/" in code, code

@@ -48,6 +48,8 @@ class EnvPool : public Pool {
         needs_reset_(config_.num_envs, 1) {
     static_assert(std::is_same_v<Action, int32_t> || std::is_same_v<Action, float>,
                   "Env::Action must be int32_t (discrete) or float (Box)");
+    // Process writes one observation (field 0); dictionary observations are Python envs' only.
+    if (num_obs_fields_ != 1) throw std::logic_error(task_id_ + ": a C++ env's spec may not set obs_keys");
   }
 
   ~EnvPool() override { Close(); }

@@ -81,22 +81,30 @@ int64_t Saturate(double v) {
   return v >= kMax ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(v);
 }
 
+/// The observation's output fields named `name`: one, or one per key of a dictionary observation.
+std::vector<ArraySpec> ObsFields(const EnvSpec& spec, const std::string& name) {
+  if (spec.obs_keys.empty()) {
+    ArraySpec obs = spec.obs;
+    obs.name = name;
+    return {obs};
+  }
+  std::vector<ArraySpec> keys = spec.obs_keys;
+  for (ArraySpec& k : keys) k.name = name + ":" + k.name;
+  return keys;
+}
+
 }  // namespace
 
 std::vector<ArraySpec> MakeFields(const EnvSpec& spec, AutoresetMode mode) {
-  ArraySpec obs = spec.obs;
-  obs.name = "obs";
   // Info fields are named "info:<key>": an env's info key may equal a step field's name
   // (Atari's raw "reward" beside the step's reward), and the binding splits on the prefix.
-  std::vector<ArraySpec> fields = {obs};
+  std::vector<ArraySpec> fields = ObsFields(spec, "obs");
   CommonFields{}.Visit([&](const char* name, const auto& value) {
     fields.push_back(Scalar(name, DTypeOf<std::decay_t<decltype(value)>>()));
   });
   for (const ArraySpec& info : spec.info) fields.push_back(AsInfo(info));
   if (mode == AutoresetMode::kSameStep) {
-    ArraySpec final_obs = spec.obs;
-    final_obs.name = "final_obs";
-    fields.push_back(AsInfo(final_obs));
+    for (const ArraySpec& final_obs : ObsFields(spec, "final_obs")) fields.push_back(AsInfo(final_obs));
   }
   return fields;
 }
@@ -181,13 +189,14 @@ Pool::Pool(std::string task_id, const PoolConfig& config, EnvSpec spec)
       stamp_(config_.num_envs, 0),
       errors_(config_.num_envs) {
   fields_ = MakeFields(spec_, config_.autoreset_mode);
+  num_obs_fields_ = spec_.obs_keys.empty() ? 1 : static_cast<int>(spec_.obs_keys.size());
   first_info_field_ = static_cast<int>(fields_.size() - spec_.info.size()) -
-                      (config_.autoreset_mode == AutoresetMode::kSameStep ? 1 : 0);
+                      (config_.autoreset_mode == AutoresetMode::kSameStep ? num_obs_fields_ : 0);
   for (std::size_t f = 0; f < fields_.size(); ++f) {
     if (fields_[f].name == "info:env_id") env_id_field_ = static_cast<int>(f);
   }
   if (config_.autoreset_mode == AutoresetMode::kSameStep) {
-    final_obs_field_ = static_cast<int>(fields_.size()) - 1;
+    final_obs_field_ = static_cast<int>(fields_.size()) - num_obs_fields_;
   }
   for (const ArraySpec& f : fields_) field_bytes_.push_back(f.NumBytes());
   if (spec_.IsDiscrete()) {

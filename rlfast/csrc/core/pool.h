@@ -243,8 +243,9 @@ class Pool {
   const EnvSpec spec_;
   std::vector<ArraySpec> fields_;
   StateBufferQueue states_;
+  int num_obs_fields_ = 1;    // fields 0.. hold the observation: one, or one per key (EnvSpec::obs_keys)
   int first_info_field_ = 0;  // the env's own info fields follow obs and CommonFields
-  int final_obs_field_ = -1;
+  int final_obs_field_ = -1;  // the first of num_obs_fields_ (same-step autoreset), else -1
 
  private:
   /// Recv's wait: the index of the next complete block. Runs queued work meanwhile under
@@ -295,7 +296,8 @@ class Pool {
 PoolConfig ResolveConfig(PoolConfig config, const EnvSpec& spec);
 
 /// The output fields of a pool: obs, reward, terminated, truncated, the common info
-/// fields, the env's info fields and (same-step autoreset) final_obs.
+/// fields, the env's info fields and (same-step autoreset) final_obs; a dictionary
+/// observation (EnvSpec::obs_keys) has one obs field, and one final_obs field, per key.
 std::vector<ArraySpec> MakeFields(const EnvSpec& spec, AutoresetMode mode);
 
 /// Estimated bytes of a pool: envs (spec.env_bytes each plus bookkeeping), the output ring

@@ -18,7 +18,7 @@ namespace rlfast::core {
 /// turns a batch around in tens of microseconds (its policy aside); a worker asleep by then
 /// costs the next `send` a futex wake and the round its CPU's wake-up latency. On the 2-core
 /// KVM guest, one env on one thread stepped in sync went from 18-20k to 430k steps/s (CartPole)
-/// and from 10-11k to 47k (HalfCheetah) with it (README, "Workers poll before they sleep"). It
+/// and from 10-11k to 47k (HalfCheetah) with it (docs/performance/benchmarks.md). It
 /// yields the core between looks, so a thread that shares the core runs first.
 inline constexpr std::chrono::microseconds kPollBeforeSleep{50};
 

@@ -80,6 +80,11 @@ struct ArraySpec {
 /// What an environment family declares about itself, built from its Config.
 struct EnvSpec {
   ArraySpec obs;
+  /// A dictionary observation (a Python env's gymnasium Dict space, envs/python/remote_pool.h):
+  /// one output field per key, named "obs:<key>" (same-step autoreset: "info:final_obs:<key>"),
+  /// in this order, in place of the one "obs" field. `obs` then stands for the keys' bytes one
+  /// after the other (uint8 [total bytes]). Empty (every C++ env): one observation array, `obs`.
+  std::vector<ArraySpec> obs_keys;
   /// Discrete actions when `num_actions` > 0 (one int per env), else a float32 Box of
   /// `action.shape` with `action.low`/`action.high`.
   int64_t num_actions = 0;

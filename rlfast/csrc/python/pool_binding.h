@@ -33,6 +33,9 @@ inline py::dict ArrayDict(const core::ArraySpec& a) {
 inline py::dict SpecDict(const core::EnvSpec& s) {
   py::dict d;
   d["obs"] = ArrayDict(s.obs);
+  py::list obs_keys;
+  for (const auto& a : s.obs_keys) obs_keys.append(ArrayDict(a));
+  d["obs_keys"] = obs_keys;
   d["num_actions"] = s.num_actions;
   d["action"] = ArrayDict(s.action);
   py::list info;

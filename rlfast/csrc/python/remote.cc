@@ -73,6 +73,12 @@ std::unique_ptr<core::Pool> MakeRemotePool(const std::string& task_id, const cor
                                            const py::dict& spec) {
   core::EnvSpec es;
   es.obs = ArrayFromDict(spec["obs"].cast<py::dict>(), "obs");
+  if (spec.contains("obs_keys")) {  // a Dict observation: one output field per key
+    for (const auto& key : spec["obs_keys"].cast<py::list>()) {
+      const py::dict d = key.cast<py::dict>();
+      es.obs_keys.push_back(ArrayFromDict(d, d["name"].cast<std::string>()));
+    }
+  }
   es.num_actions = spec["num_actions"].cast<int64_t>();
   es.action = ArrayFromDict(spec["action"].cast<py::dict>(), "action");
   es.integer_actions = spec["integer_actions"].cast<bool>();

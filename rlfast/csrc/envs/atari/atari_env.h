@@ -18,7 +18,7 @@ namespace rlfast::envs::atari {
 constexpr int kScreenHeight = 210;
 constexpr int kScreenWidth = 160;
 
-/// Atari options: EnvPool's names and defaults (envpool/atari), documented in the README.
+/// Atari options: EnvPool's names and defaults (envpool/atari), documented in docs/environments/atari.md.
 /// `rom_path` is not a user option: the binding fills it from ale_py.roms for the task's game.
 struct AtariConfig {
   int stack_num = 4;

@@ -37,7 +37,7 @@ std::string MujocoVersionMismatch();
 /// process: rlfast's workers share the wheel's libmujoco, so `import mujoco` anywhere in the
 /// process made Ant steps ~8% slower (and a Python callable would need the GIL on every stage).
 /// A timer that lives anywhere else (installed from C by another native library) is kept.
-/// Costs one pointer load per call unless the timer changed. README: "MuJoCo and `import mujoco`".
+/// Costs one pointer load per call unless the timer changed. docs/performance/benchmarks.md: "MuJoCo and `import mujoco`".
 void DropBindingsTimer();
 
 /// Owns one mjData (mj_deleteData on destruction).

@@ -36,6 +36,9 @@ namespace rlfast::envs::python {
 ///
 /// Seeding follows gymnasium: the first reset after construction or reseeding passes the
 /// seed to `env.reset(seed=...)`; later resets continue the env's own RNG.
+///
+/// A Dict observation (spec.obs_keys): the worker writes the keys' bytes one after the
+/// other into the env's shared obs slot; each key goes to its own output field (CopyObs).
 class RemotePool : public core::Pool {
  public:
   RemotePool(std::string task_id, const core::PoolConfig& config, core::EnvSpec spec,
@@ -53,7 +56,8 @@ class RemotePool : public core::Pool {
     progress_answers_.assign(l.num_workers, 0);
     progress_requests_.assign(l.num_workers, 0);
     progress_at_.assign(l.num_workers, std::chrono::steady_clock::now());
-    if (l.num_envs != config_.num_envs || static_cast<std::size_t>(l.obs_bytes) != fields_[0].NumBytes()) {
+    for (int k = 0; k < num_obs_fields_; ++k) obs_bytes_ += fields_[k].NumBytes();
+    if (l.num_envs != config_.num_envs || static_cast<std::size_t>(l.obs_bytes) != obs_bytes_) {
       throw std::invalid_argument("the shared layout does not match the pool");
     }
     action_bytes_ = 4 * static_cast<std::size_t>(spec_.IsDiscrete() ? 1 : spec_.action.NumElements());
@@ -252,26 +256,40 @@ class RemotePool : public core::Pool {
                                     r.truncated,  id,
                                     elapsed_[id], static_cast<float>(episode_return_[id]),
                                     elapsed_[id]};
-    common.Visit(SlotWriter(*this, /*first=*/1, b, s));
-    char* obs = SlotPtr(/*obs=*/0, b, s);
-    const std::size_t obs_bytes = fields_[0].NumBytes();
+    common.Visit(SlotWriter(*this, /*first=*/num_obs_fields_, b, s));
     if (outcome == Outcome::kFailed) {
-      std::memset(obs, 0, obs_bytes);
+      CopyObs(nullptr, /*first=*/0, b, s);
       needs_reset_[id] = 1;
     } else if (done && final_obs_field_ >= 0) {
       // Same-step autoreset: the worker reset the env right after this step.
-      std::memcpy(SlotPtr(final_obs_field_, b, s), channel_->FinalObsPtr(id), obs_bytes);
-      std::memcpy(obs, channel_->ObsPtr(id), obs_bytes);
+      CopyObs(channel_->FinalObsPtr(id), final_obs_field_, b, s);
+      CopyObs(channel_->ObsPtr(id), /*first=*/0, b, s);
       elapsed_[id] = 0;
       episode_return_[id] = 0.0;
     } else {
-      std::memcpy(obs, channel_->ObsPtr(id), obs_bytes);
+      CopyObs(channel_->ObsPtr(id), /*first=*/0, b, s);
       if (done) needs_reset_[id] = 1;  // next-step autoreset: the next send resets it
     }
     states_.Commit(b);
   }
 
+  /// Copies an observation from the shared bytes at `src` (nullptr: zeros) into the
+  /// num_obs_fields_ fields from `first` on of slot (b, s): a dictionary observation's keys
+  /// lie one after the other in the shared slot, each goes to its own field.
+  void CopyObs(const char* src, int first, int b, int s) {
+    for (int k = first; k < first + num_obs_fields_; ++k) {
+      const std::size_t n = fields_[k].NumBytes();
+      if (src == nullptr) {
+        std::memset(SlotPtr(k, b, s), 0, n);
+      } else {
+        std::memcpy(SlotPtr(k, b, s), src, n);
+        src += n;
+      }
+    }
+  }
+
   std::shared_ptr<core::SharedChannel> channel_;
+  std::size_t obs_bytes_ = 0;  ///< an env's observation in the shared slot (every key's)
   std::size_t action_bytes_ = 0;
   // Per env, touched by whichever thread has the env (send's, then the completing recv's).
   std::vector<int32_t> elapsed_;
