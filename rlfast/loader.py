@@ -8,9 +8,10 @@ so that ``rlfast.make("MyEnv-v0", ...)`` and every trainer's ``--env-id`` take i
 ``--env-id path/to/my_env.h:MyEnv-v0`` (``rlfast.make`` too) loads and makes in one go.
 
 Builds are cached by a hash of everything that goes into them (the header, the class and task names, the
-engine's sources, the compiler and Python), in ``$RLFAST_CACHE`` or ``~/.cache/rlfast/envs``. A header that
-does not compile raises ``EnvCompileError`` with the compiler's output, which names the file and line; so does a
-machine without a C++ compiler or Python's headers, naming what to install (nothing else in rlfast needs them).
+engine's sources, the compiler and Python), in ``$RLFAST_CACHE/envs`` (default ``~/.cache/rlfast/envs``). A
+header that does not compile raises ``EnvCompileError`` with the compiler's output, which names the file and
+line; so does a machine without a C++ compiler or Python's headers, naming what to install (nothing else in
+rlfast needs them).
 """
 
 from __future__ import annotations
