@@ -52,6 +52,14 @@ class BuildExt(build_ext):
     """Builds ALE's C++ core first (once, cached under build/; see build_tools/ale.py)."""
 
     def build_extensions(self) -> None:
+        # An interpreter built with a shared libpython may put -Wl,-rpath,<its lib folder> into the link command
+        # (pyenv's 3.13 does, in LDCXXSHARED): a path of the build machine in _C's RUNPATH, which a wheel must not
+        # carry (tests/core/test_build.py). _C needs no libpython (the interpreter provides its symbols), so only
+        # the extension's own rpath (extra_link_args: $ORIGIN/../mujoco) stays.
+        for attr in ("linker_so", "linker_so_cxx"):
+            command = getattr(self.compiler, attr, None)
+            if command:
+                setattr(self.compiler, attr, [a for a in command if not a.startswith("-Wl,-rpath,")])
         ale = build_ale(HERE)
         for e in self.extensions:
             # -isystem: ALE's headers are not ours to warn about.

@@ -8,8 +8,10 @@ so that ``rlfast.make("MyEnv-v0", ...)`` and every trainer's ``--env-id`` take i
 ``--env-id path/to/my_env.h:MyEnv-v0`` (``rlfast.make`` too) loads and makes in one go.
 
 Builds are cached by a hash of everything that goes into them (the header, the class and task names, the
-engine's sources, the compiler and Python), in ``$RLFAST_CACHE`` or ``~/.cache/rlfast/envs``. A header that
-does not compile raises ``EnvCompileError`` with the compiler's output, which names the file and line.
+engine's sources, the compiler and Python), in ``$RLFAST_CACHE/envs`` (default ``~/.cache/rlfast/envs``). A
+header that does not compile raises ``EnvCompileError`` with the compiler's output, which names the file and
+line; so does a machine without a C++ compiler or Python's headers, naming what to install (nothing else in
+rlfast needs them).
 """
 
 from __future__ import annotations
@@ -83,7 +85,27 @@ def cache_dir() -> Path:
 
 
 def _compiler() -> str:
-    return os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++") or "c++"
+    """The C++ compiler ``load_env`` builds with: ``$CXX``, else ``c++`` or ``g++`` on the PATH. Raises
+    ``EnvCompileError`` naming what is missing when there is none (rlfast's wheel installs and runs without a
+    compiler: ``load_env`` is the one thing that needs one), or when the Python headers are missing."""
+    cxx = os.environ.get("CXX")
+    if cxx:
+        if shutil.which(cxx) is None:
+            raise EnvCompileError(f"rlfast.load_env compiles env headers with $CXX={cxx!r}, which is not a program "
+                                  "on this machine: set CXX to a C++17 compiler, or unset it to use c++ or g++")
+        found = cxx
+    else:
+        found = shutil.which("c++") or shutil.which("g++")
+        if found is None:
+            raise EnvCompileError("rlfast.load_env compiles env headers with a C++17 compiler, and this machine has "
+                                  "none: no c++ or g++ on the PATH and no $CXX. Install one (Debian/Ubuntu: apt-get "
+                                  "install g++) or set CXX; the rest of rlfast needs no compiler")
+    include = sysconfig.get_paths()["include"]
+    if not os.path.isfile(os.path.join(include, "Python.h")):
+        raise EnvCompileError(f"rlfast.load_env compiles env headers against Python's own headers, and {include} "
+                              f"has no Python.h: install them (Debian/Ubuntu: apt-get install "
+                              f"python{sys.version_info.major}.{sys.version_info.minor}-dev)")
+    return found
 
 
 # --exclude-libs: where the compiler links libstdc++ statically, its symbols stay inside the module instead of

@@ -15,10 +15,27 @@ import pytest
 import torch
 
 
+ROOT = Path(__file__).resolve().parents[1]
+"""the checkout holding these tests"""
+
+
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "run_defaults(timeout=180, one_thread=False): a test file's defaults for its run fixture's runs"
     )
+    # .ci/wheel tests an installed wheel with this checkout's tests: RLFAST_TEST_INSTALLED=1 makes importing the
+    # checkout's rlfast instead (pytest started from the checkout, PYTHONPATH) a usage error, not a quiet pass.
+    if os.environ.get("RLFAST_TEST_INSTALLED") == "1":
+        import rlfast
+
+        if ROOT in Path(rlfast.__file__).resolve().parents:
+            raise pytest.UsageError(f"RLFAST_TEST_INSTALLED=1, but rlfast comes from the checkout: {rlfast.__file__}")
+
+
+def pytest_report_header(config):
+    import rlfast
+
+    return f"rlfast: {Path(rlfast.__file__).parent}"
 
 
 def pytest_collection_modifyitems(config, items):

@@ -41,6 +41,7 @@ def rollout(pool, steps, seed):
     return out
 
 
+@pytest.mark.wheel
 def test_gridworld_steps_in_an_async_pool_and_follows_its_seeds(cache):
     assert "GridWorld-v0" in rlfast.list_envs() and rlfast.task_family("GridWorld-v0") == "custom"
     with rlfast.make("GridWorld-v0", 8, batch_size=4, seed=3, size=4, slip=0.1) as pool:
@@ -80,6 +81,7 @@ def test_second_load_takes_the_cached_build(cache):
     assert [p.stat().st_mtime_ns for p in builds] == stamps
 
 
+@pytest.mark.wheel
 def test_compile_errors_name_the_users_file_and_line(cache, tmp_path):
     bad = tmp_path / "broken_env.h"
     bad.write_text(GRIDWORLD.read_text().replace("r.terminated = x_ == last && y_ == last;",
@@ -89,6 +91,26 @@ def test_compile_errors_name_the_users_file_and_line(cache, tmp_path):
         rlfast.load_env(str(bad), "Broken-v0", class_name="GridWorld")
     with pytest.raises(FileNotFoundError, match="no env header"):
         rlfast.load_env(str(tmp_path / "missing.h"), "Missing-v0")
+
+
+@pytest.mark.wheel
+def test_without_a_compiler_load_env_says_what_to_install(tmp_path, monkeypatch):
+    """rlfast's wheel needs no compiler but load_env does: a machine without one gets an EnvCompileError saying so
+    (not a FileNotFoundError from deep inside subprocess); a $CXX that is no program and missing Python headers are
+    named too."""
+    monkeypatch.delenv("CXX", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty folder: no c++, no g++
+    monkeypatch.setenv("RLFAST_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(loader.EnvCompileError, match=r"C\+\+17 compiler, and this machine has none.*install g\+\+"):
+        rlfast.load_env(str(GRIDWORLD), "NoCompiler-v0", class_name="GridWorld")
+    monkeypatch.setenv("CXX", str(tmp_path / "clang++"))
+    with pytest.raises(loader.EnvCompileError, match=r"\$CXX='.*clang\+\+', which is not a program"):
+        rlfast.load_env(str(GRIDWORLD), "NoCompiler-v0", class_name="GridWorld")
+    monkeypatch.setenv("CXX", sys.executable)  # a program, standing in for a compiler: the headers are checked next
+    monkeypatch.setattr(loader.sysconfig, "get_paths", lambda: {"include": str(tmp_path)})
+    with pytest.raises(loader.EnvCompileError, match=r"has no Python\.h: install them .*python3\.\d+-dev"):
+        rlfast.load_env(str(GRIDWORLD), "NoCompiler-v0", class_name="GridWorld")
+    assert registry.loaded("NoCompiler-v0") is None
 
 
 def test_ppo_trains_the_header_env_by_its_path(cache, tmp_path):

@@ -8,6 +8,8 @@ import torch
 
 import rlfast
 
+pytestmark = pytest.mark.wheel
+
 
 def dummy(num_envs, batch_size=None, **kw):
     return rlfast.make("Dummy-v0", num_envs=num_envs, batch_size=batch_size, **kw)

@@ -35,6 +35,7 @@ def minimal_actions(game):
     return len(ale.getMinimalActionSet())
 
 
+@pytest.mark.wheel
 def test_every_ale_py_game_is_registered():
     envs = set(rlfast.list_envs())
     for game in ale_py.roms.get_all_rom_ids():
@@ -42,6 +43,7 @@ def test_every_ale_py_game_is_registered():
     assert {"Pong-v5", "MontezumaRevenge-v5", "SpaceInvaders-v5"} <= envs
 
 
+@pytest.mark.wheel
 @pytest.mark.parametrize("game", GAMES)
 def test_spaces(game):
     with rlfast.make(task_id(game), num_envs=1) as pool:
@@ -69,6 +71,7 @@ def random_actions(pool, steps, n, seed=0):
     return rng.integers(0, pool.single_action_space.n, size=(steps, n)).astype(np.int32)
 
 
+@pytest.mark.wheel
 @pytest.mark.parametrize("game", GAMES)
 def test_matches_ale_py_vector_env(game):
     from ale_py.vector_env import AtariVectorEnv
@@ -169,6 +172,7 @@ def same(a, b):
     return len(a) == len(b) and all(torch.equal(x, y) for x, y in zip(a, b))
 
 
+@pytest.mark.wheel
 def test_same_seed_same_rollout_across_threads_other_seed_differs():
     # Sticky actions and random no-ops: both draw from the per-env seed only.
     kwargs = dict(repeat_action_probability=0.25)

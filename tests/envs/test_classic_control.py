@@ -9,6 +9,8 @@ import torch
 
 import rlfast
 
+pytestmark = pytest.mark.wheel
+
 TASKS = ["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "MountainCarContinuous-v0", "Pendulum-v1"]
 
 # Both sides compute in float64 with the same formulas in the same order; the only source

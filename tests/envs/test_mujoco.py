@@ -67,6 +67,7 @@ def sync_gym_from_pool(ref, pool, env_id=0):
     u.set_state(state[:nq], state[nq : nq + nv])
 
 
+@pytest.mark.wheel
 @pytest.mark.parametrize("task_id", TASKS)
 def test_spaces_and_info_keys_equal_gymnasium(task_id):
     ref = gym.make(task_id)
@@ -84,6 +85,7 @@ def test_spaces_and_info_keys_equal_gymnasium(task_id):
     ref.close()
 
 
+@pytest.mark.wheel
 @pytest.mark.parametrize("task_id", ["Ant-v5", "Hopper-v5", "Reacher-v5", "Pusher-v5"])
 def test_same_seed_same_rollout_across_threads_other_seed_differs(task_id):
     def rollout(seed, num_threads):
@@ -169,6 +171,7 @@ def run_aligned(task_id, kwargs, steps, seed):
     return episodes
 
 
+@pytest.mark.wheel
 @needs_hooks
 @pytest.mark.parametrize("task_id", TASKS)
 def test_state_synced_steps_match_gymnasium(task_id):
@@ -260,6 +263,7 @@ def test_simulator_instability_raises_env_error_then_resets():
         assert torch.isfinite(obs).all()
 
 
+@pytest.mark.wheel
 def test_linked_mujoco_matches_headers():
     assert _C.mujoco_version_mismatch() == ""
 
@@ -323,6 +327,7 @@ print(seen)
 """
 
 
+@pytest.mark.wheel
 def test_mujoco_bindings_timer_is_switched_off_in_workers():
     """`import mujoco` installs a profiling timer in libmujoco's global mjcb_time, which made
     every rlfast MuJoCo step read the clock per pipeline stage (~8% of an Ant step); the

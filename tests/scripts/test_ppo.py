@@ -27,6 +27,7 @@ def smoke_run(run_in_new_dir):
                           "--runs-dir", "runs")  # fmt: skip
 
 
+@pytest.mark.wheel
 def test_smoke_run_dir_and_outputs(smoke_run, finished_run):
     run_dir, proc = smoke_run
     names = finished_run(run_dir, proc.stdout, "CartPole-v1__ppo", 512, saves=(2, 4))
@@ -45,6 +46,7 @@ def test_smoke_tensorboard_tags(smoke_run, ppo_log):
     assert "hyperparameters/text_summary" in acc.Tags()["tensors"]
 
 
+@pytest.mark.wheel
 def test_evaluate_on_smoke_checkpoint(smoke_run, evaluate_twice):
     run_dir, _ = smoke_run
     evaluate_twice(run_dir / "checkpoint.pt", 5, min_return=8.0)  # CartPole episodes last at least 8 steps
