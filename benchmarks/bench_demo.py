@@ -123,7 +123,7 @@ def run_one(system: str, args: Args, seed: int, folder: Path) -> dict:
     shown = [c if not c.startswith(str(ROOT)) else os.path.relpath(c, ROOT) for c in command[1:]]
     shown = shown[: shown.index("--runs-dir")] if "--runs-dir" in shown else shown[:-2]  # without the out folder
     row = {"system": system, "seed": seed, "command": " ".join(["python", *shown]),
-           "start": start, "wall_s": wall, "capped": capped, "returncode": proc.returncode}  # fmt: skip
+           "start": start, "wall_s": wall, "cap_s": args.cap_minutes * 60, "capped": capped, "returncode": proc.returncode}  # fmt: skip
     row.update(measure(system, run_dir, start, threshold))
     (run_dir / "row.json").write_text(json.dumps(row))
     return row
@@ -158,7 +158,7 @@ def report(args: Args, folder: Path, rows: list[dict], machine: str) -> str:
         reached = r["reached"]
         lines.append(" | ".join([
             f"| {r['system']}", str(r["seed"]), "yes" if reached else "no",
-            f"{r['minutes']:.1f}" if reached else f"not in {r['wall_s'] / 60:.1f}",
+            f"{r['minutes']:.1f}" if reached else f"not in {min(r['wall_s'], r['cap_s']) / 60:.1f}",
             f"{r['steps']:,}" if reached else f"({r['last_step']:,} run)",
             f"{r['sps']:,.0f}" if r["sps"] else "-",
             f"{r['best']:.1f}" if r["best"] is not None else "-", f"`{r['command']}` |"]))  # fmt: skip
