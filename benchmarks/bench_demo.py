@@ -123,7 +123,8 @@ def run_one(system: str, args: Args, seed: int, folder: Path) -> dict:
     shown = [c if not c.startswith(str(ROOT)) else os.path.relpath(c, ROOT) for c in command[1:]]
     shown = shown[: shown.index("--runs-dir")] if "--runs-dir" in shown else shown[:-2]  # without the out folder
     row = {"system": system, "seed": seed, "command": " ".join(["python", *shown]),
-           "start": start, "wall_s": wall, "cap_s": args.cap_minutes * 60, "capped": capped, "returncode": proc.returncode}  # fmt: skip
+           "start": start, "wall_s": wall, "cap_s": args.cap_minutes * 60, "capped": capped,
+           "returncode": proc.returncode}  # fmt: skip
     row.update(measure(system, run_dir, start, threshold))
     (run_dir / "row.json").write_text(json.dumps(row))
     return row
