@@ -194,6 +194,22 @@ class Stepper:
     threads: int
 
 
+def single_stepper(env: gym.Env, actions: list[np.ndarray]) -> Stepper:
+    """One gymnasium env, already reset, stepped with the first action of each of ``actions`` in turn and reset
+    at each episode's end: the single-env limit of bench_pyenvs.py and bench_vizdoom.py."""
+    i = 0
+
+    def single() -> int:
+        nonlocal i
+        _, _, term, trunc, _ = env.step(actions[i % len(actions)][0])
+        if term or trunc:
+            env.reset()
+        i += 1
+        return 1
+
+    return Stepper(single, env.close, 1, 1, 1)
+
+
 def draw_actions(space: gym.Space, n: int, seed: int, count: int = 64) -> list[np.ndarray]:
     """`count` pre-drawn batches of n random actions, cycled through during the run."""
     rng = np.random.default_rng(seed)

@@ -30,8 +30,8 @@ from typing import Any, Callable, Optional
 import gymnasium as gym
 import numpy as np
 import tyro
-from bench_envs import Stepper, draw_actions, measure, run_in_child  # benchmarks/bench_envs.py (this folder is on
-# the path when the script runs)
+# benchmarks/bench_envs.py (this folder is on the path when the script runs)
+from bench_envs import Stepper, draw_actions, measure, run_in_child, single_stepper
 
 import rlfast
 
@@ -69,18 +69,7 @@ def stepper(name: str, task: str, n: int, seed: int) -> Stepper:
     if name == "single":
         env = make_env(task)
         env.reset(seed=seed)
-        acts = draw_actions(env.action_space, 1, seed)
-        i = 0
-
-        def single() -> int:
-            nonlocal i
-            _, _, term, trunc, _ = env.step(acts[i % len(acts)][0])
-            if term or trunc:
-                env.reset()
-            i += 1
-            return 1
-
-        return Stepper(single, env.close, 1, 1, 1)
+        return single_stepper(env, draw_actions(env.action_space, 1, seed))
     if name.startswith("rlfast"):
         batch = n // 2 if name == "rlfast-async" else n
         pool = rlfast.make_from(make_env, n, task_id=task, batch_size=batch, seed=seed, env_kwargs_per_env=[

@@ -49,8 +49,8 @@ from typing import Optional
 import gymnasium as gym
 import numpy as np
 import tyro
-from bench_envs import ChildDied, Stepper, measure, run_in_child  # benchmarks/bench_envs.py (on the path when the
-# script runs from its folder)
+# benchmarks/bench_envs.py (this folder is on the path when the script runs)
+from bench_envs import ChildDied, Stepper, measure, run_in_child, single_stepper
 
 import rlfast
 
@@ -106,17 +106,7 @@ def stepper(name: str, sid: str, n: int, seed: int) -> Stepper:
     if name == "single":
         env = gym.make(sid)
         env.reset(seed=seed)
-        acts = draw_actions(env.action_space, 1, seed, False)
-
-        def single() -> int:
-            nonlocal i
-            _, _, term, trunc, _ = env.step(acts[i % len(acts)][0])
-            if term or trunc:
-                env.reset()
-            i += 1
-            return 1
-
-        return Stepper(single, env.close, 1, 1, 1)
+        return single_stepper(env, draw_actions(env.action_space, 1, seed, False))
     if name.startswith("rlfast"):
         batch = n // 2 if name == "rlfast-async" else n
         pool = rlfast.make(f"rlfast.vizdoom:{sid}", n, batch_size=batch, seed=seed)

@@ -30,7 +30,7 @@ def make(
 
     A gymnasium id in its module form (``"my_pkg:MyEnv-v0"``, ``"gymnasium:LunarLander-v3"``) makes a
     ``ProcessEnvPool``: ``gymnasium.make(task_id, **kwargs)`` in
-    ``num_threads`` worker processes (default: one per core); see ``rlfast/procpool.py``.
+    ``num_threads`` (or ``num_workers``) worker processes (default: one per core); see ``rlfast/procpool.py``.
     """
     if (header := registry.header_task(task_id)) is not None:  # "path/my_env.h:MyEnv-v0"
         task_id = load_env(*header)
@@ -42,6 +42,12 @@ def make(
     if family == "python":
         from rlfast.procpool import make_gymnasium as make_python
 
+        if "num_workers" in kwargs:  # the process pool's own name for num_threads
+            workers = kwargs.pop("num_workers")
+            if num_threads is not None and workers != num_threads:
+                raise ValueError(f"num_threads={num_threads} and num_workers={workers} both set the worker processes "
+                                 f"of {task_id!r}; give one")  # fmt: skip
+            num_threads = workers
         return make_python(task_id, num_envs, batch_size=batch_size, num_workers=num_threads, seed=seed, **kwargs)
     return EnvPool(task_id, num_envs, batch_size=batch_size, num_threads=num_threads, seed=seed, **kwargs)
 
@@ -63,5 +69,6 @@ def make_from(env_fn: Any, num_envs: int, **kwargs: Any) -> EnvPool:
 
 
 def make_gymnasium(task_id: str, num_envs: int, seed: int = 0, **kwargs: Any) -> GymnasiumVectorEnv:
-    """A gymnasium ``VectorEnv`` (numpy in and out) over a sync pool."""
-    return GymnasiumVectorEnv(EnvPool(task_id, num_envs, seed=seed, **kwargs))
+    """A gymnasium ``VectorEnv`` (numpy in and out) over a sync pool of any task ``make`` takes (an engine task,
+    a ``load_env`` task, or a gymnasium id in its module form, run in worker processes)."""
+    return GymnasiumVectorEnv(make(task_id, num_envs, seed=seed, **kwargs))

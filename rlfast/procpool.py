@@ -68,6 +68,8 @@ from rlfast.errors import EnvError
 from rlfast.pool import EnvPool, pool_config
 
 _ENGINE_DTYPES = ("uint8", "bool", "int32", "int64", "float32", "float64")
+RENDER_TIMEOUT_S = 120.0
+"""seconds ``render()`` waits for a worker's frame when the pool has no ``step_timeout``"""
 STARTUP_TIMEOUT = 300.0
 """seconds a worker may take to build its envs and report their spaces"""
 
@@ -314,6 +316,7 @@ class ProcessEnvPool(EnvPool):
         config, pin_memory = pool_config(num_envs, batch_size, 0, seed, seeds, max_episode_steps,
                                          autoreset_mode, -1, True, pin_memory)  # fmt: skip
         self.num_workers = num_workers
+        self._render_timeout = float(step_timeout) if step_timeout is not None else RENDER_TIMEOUT_S
         try:
             obs_space, action_space = self._start_workers(num_workers)
             fields = _obs_fields(obs_space)
@@ -360,7 +363,8 @@ class ProcessEnvPool(EnvPool):
 
     def render(self, env_ids: Optional[Any] = None, *, follow: bool = False) -> torch.Tensor:
         """The envs' own ``render()`` frames (envs made with ``render_mode="rgb_array"``), drawn in their worker
-        processes while the envs are idle: uint8 ``[n, H, W, 3]``. ``follow``: no effect here."""
+        processes while the envs are idle: uint8 ``[n, H, W, 3]``. ``follow``: no effect here. A worker that
+        does not answer within ``step_timeout`` (``RENDER_TIMEOUT_S`` without one) is an ``EnvError``."""
         ids = [int(i) for i in self._render_ids(env_ids)]
         for i in ids:
             self._pool.render_state(i)  # PoolStateError where the env is in flight
@@ -370,7 +374,12 @@ class ProcessEnvPool(EnvPool):
             w = max(k for k, first in enumerate(firsts) if first <= i)
             proc, conn = self._procs[w]
             conn.send(("render", i))
+            deadline = time.monotonic() + self._render_timeout
             while not conn.poll(0.1):
+                if time.monotonic() > deadline:  # its render thread died, or the env's render() hangs
+                    raise EnvError(f"{self.task_id}: worker {w} (pid {proc.pid}) did not answer the render of env {i} "
+                                   f"within {self._render_timeout:g} s (step_timeout, else {RENDER_TIMEOUT_S:g} s)",
+                                   torch.tensor([i], dtype=torch.int32))  # fmt: skip
                 if not proc.is_alive():
                     raise EnvError(f"{self.task_id}: worker {w} (pid {proc.pid}) ended while rendering env {i}: "
                                    f"{_exit_text(proc.exitcode)}", torch.tensor([i], dtype=torch.int32))  # fmt: skip

@@ -92,3 +92,14 @@ def test_bad_reset_options(options, match):
     with pytest.raises(ValueError, match=match):
         env.reset(options=options)
     env.close()
+
+
+def test_a_gymnasium_id_in_module_form_runs_in_worker_processes():
+    env = rlfast.make_gymnasium("gymnasium:CartPole-v1", num_envs=2, seed=3)
+    try:
+        obs, _ = env.reset(seed=3)
+        assert obs.shape == (2, 4) and obs.dtype == np.float32
+        obs, reward, terminated, truncated, _ = env.step(np.zeros(2, np.int64))
+        assert obs.shape == (2, 4) and reward.tolist() == [1.0, 1.0] and not terminated.any()
+    finally:
+        env.close()

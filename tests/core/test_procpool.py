@@ -302,3 +302,13 @@ def test_interpreter_exit_with_python_envs_in_flight_does_not_hang(body, exits_p
 def test_a_bare_gymnasium_id_is_refused_with_the_module_form_as_hint():
     with pytest.raises(ValueError, match=r"did you mean 'CartPole-v1'.*'gymnasium:CartPole-v0' runs it as Python envs"):
         rlfast.make("CartPole-v0", 2)
+
+
+def test_make_takes_the_process_pools_num_workers_and_refuses_a_contradiction():
+    pool = rlfast.make("gymnasium:CartPole-v1", 2, num_workers=1)
+    try:
+        assert pool.num_workers == 1
+    finally:
+        pool.close()
+    with pytest.raises(ValueError, match=r"num_threads=2 and num_workers=1 both set"):
+        rlfast.make("gymnasium:CartPole-v1", 2, num_threads=2, num_workers=1)

@@ -2,8 +2,10 @@
 frames equal gymnasium's ``render_mode="rgb_array"`` of the same (qpos, qvel), bit for bit (the same renderer draws
 both: ``rlfast/render.py``); Python envs draw their own in their worker processes; bad calls are clear errors."""
 
+import time
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -147,3 +149,33 @@ def test_a_python_env_without_rgb_array_is_a_clear_error(dotframes):
     with pytest.raises(PoolStateError, match=f"render: env {1 - idle} is in flight"):
         pool.render([1 - idle])
     pool.close()
+
+
+class SlowRender(gym.Env):
+    """An env whose render() outlasts the pool's step_timeout."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+    render_mode = "rgb_array"
+
+    def reset(self, *, seed=None, options=None):
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(1, np.float32), 0.0, False, False, {}
+
+    def render(self):
+        time.sleep(3.0)
+        return np.zeros((8, 8, 3), np.uint8)
+
+
+def test_a_worker_that_does_not_answer_a_render_is_an_error_not_a_hang():
+    pool = rlfast.make_from(SlowRender, 1, step_timeout=0.5)
+    try:
+        pool.reset()
+        start = time.monotonic()
+        with pytest.raises(rlfast.EnvError, match=r"did not answer the render of env 0 within 0.5 s"):
+            pool.render()
+        assert time.monotonic() - start < 2.5
+    finally:
+        pool.close()
