@@ -100,10 +100,10 @@ def run_one(system: str, args: Args, seed: int, folder: Path) -> dict:
     run_dir.mkdir(parents=True, exist_ok=True)
     if system == "rlfast":
         command = [sys.executable, str(ROOT / "scripts" / trainer), "--config", str(ROOT / (args.preset or preset)),
-                   "--seed", str(seed), "--target-return", str(threshold), "--runs-dir", str(run_dir / "runs")]
+                   "--seed", str(seed), "--target-return", str(threshold), "--runs-dir", "runs"]
     else:
         command = [args.peer_python, str(ROOT / "benchmarks" / "peers" / "rlgames_demo.py"), "--task", args.demo,
-                   "--seed", str(seed), "--out", str(run_dir / "train")]  # fmt: skip
+                   "--seed", str(seed), "--out", "train"]  # fmt: skip (relative: cwd is run_dir)
     log = (run_dir / "log.txt").open("w")
     start = time.time()
     proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=run_dir, start_new_session=True)
