@@ -36,6 +36,8 @@ from torch import nn
 
 from rlfast.algos.dqn import DQNArgs, ReplayRatio, epsilon_greedy, replay_buffer, soft_update, td_loss
 from rlfast.algos.episodes import Episodes, game_starts
+from rlfast.algos.flags import bounded
+from rlfast.algos.nets import nature_widths
 from rlfast.algos.speed import FrameNet, set_speed
 from rlfast.algos.replay import ReplayBuffer
 from rlfast.algos.launch import launch
@@ -71,27 +73,41 @@ class Args(DQNArgs, CNNArgs, RunArgs):
     exploration_fraction: float = 0.10
     learning_starts: int = 80000
     replay_ratio: float = 8.0
+    cnn_width: float = bounded(1.0, low=0, low_open=True)
+    """scales the Nature CNN's channels and hidden units (0.5: 16-32-32-256, about a third of the multiply-adds
+    per frame, for a CPU)"""
+    dueling: bool = False
+    """a dueling head (Wang et al. 2016): a value and an advantage stream, each its own hidden layer, Q = V + A -
+    mean(A); off: CleanRL's one linear head"""
 
 
 class QNetwork(nn.Module):
-    """CleanRL's Nature CNN (Mnih et al. 2015): 4 stacked 84x84 frames -> one Q-value per action."""
+    """CleanRL's Nature CNN (Mnih et al. 2015): 4 stacked 84x84 frames -> one Q-value per action; ``width``
+    scales it, ``dueling`` splits its head into value and advantage streams (Wang et al. 2016)."""
 
-    def __init__(self, num_actions: int) -> None:
+    def __init__(self, num_actions: int, width: float = 1.0, dueling: bool = False) -> None:
         super().__init__()
-        self.num_actions = num_actions
-        self.network = FrameNet(
-            nn.Conv2d(STACK, 32, 8, stride=4), nn.ReLU(),
-            nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
-            nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(),
-            nn.Flatten(),
-            nn.Linear(3136, 512), nn.ReLU(),
-            nn.Linear(512, num_actions),
-            fp32_tail=1,  # Q-values in float32 under --bf16 too: bf16 rounds away the gaps between actions
-        )  # fmt: skip
+        self.num_actions, self.dueling = num_actions, dueling
+        c1, c2, c3, hidden = nature_widths(width)
+        trunk = [nn.Conv2d(STACK, c1, 8, stride=4), nn.ReLU(),
+                 nn.Conv2d(c1, c2, 4, stride=2), nn.ReLU(),
+                 nn.Conv2d(c2, c3, 3, stride=1), nn.ReLU(),
+                 nn.Flatten()]  # fmt: skip
+        # Q-values in float32 under --bf16 too (fp32_tail): bf16 rounds away the gaps between actions.
+        if not dueling:
+            self.network = FrameNet(*trunk, nn.Linear(c3 * 7 * 7, hidden), nn.ReLU(), nn.Linear(hidden, num_actions),
+                                    fp32_tail=1)  # fmt: skip
+        else:  # one hidden layer of 2 x hidden units: its halves are the two streams' own hidden layers
+            self.network = FrameNet(*trunk, nn.Linear(c3 * 7 * 7, 2 * hidden), nn.ReLU())
+            self.value, self.advantage = nn.Linear(hidden, 1), nn.Linear(hidden, num_actions)  # float32 heads
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: [N, 4, 84, 84] uint8 -> Q-values [N, A]."""
-        return self.network(x)  # FrameNet: x / 255.0 first
+        if not self.dueling:
+            return self.network(x)  # FrameNet: x / 255.0 first
+        value_hidden, advantage_hidden = self.network(x).chunk(2, dim=1)
+        advantage = self.advantage(advantage_hidden)
+        return self.value(value_hidden) + advantage - advantage.mean(1, keepdim=True)
 
     def act(self, x: torch.Tensor, greedy: bool = False) -> torch.Tensor:
         """x: [N, 4, 84, 84] uint8 -> actions [N]: argmax when greedy, else epsilon-greedy at EVAL_EPSILON."""
@@ -103,7 +119,7 @@ def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> QNe
     if tuple(obs_space.shape) != (STACK, 84, 84):
         raise usage_error(f"{args.env_id} observations are {tuple(obs_space.shape)}; the Nature CNN needs "
                           f"({STACK}, 84, 84)")  # fmt: skip
-    return QNetwork(int(action_space.n))
+    return QNetwork(int(action_space.n), width=args.cnn_width, dueling=args.dueling)
 
 
 def update(q_network: nn.Module, target_network: nn.Module, optimizer: torch.optim.Optimizer,

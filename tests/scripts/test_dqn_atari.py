@@ -84,3 +84,33 @@ def test_pong_preset_keeps_cleanrls_schedule_up_to_its_3m_steps(load_script):
     for key in ("num_envs", "learning_rate", "buffer_size", "batch_size", "learning_starts", "target_network_frequency",
                 "replay_ratio", "gamma", "tau"):
         assert getattr(args, key) == getattr(cleanrl, key), key
+
+
+def test_dueling_head_is_value_plus_centred_advantage_and_width_scales_the_net(load_script):
+    """--dueling: Q = V + A - mean(A) over actions (Wang et al. 2016, eq. 9), each stream on its own half of the
+    hidden layer; --cnn-width 0.5 halves every layer, as PPO's."""
+    import torch
+
+    dqn = load_script("dqn_atari.py")
+    torch.manual_seed(0)
+    net = dqn.QNetwork(6, width=0.5, dueling=True)
+    assert net.network[0].weight.shape == (16, 4, 8, 8) and net.network[7].weight.shape == (2 * 256, 32 * 7 * 7)
+    frames = torch.randint(0, 256, (5, 4, 84, 84), dtype=torch.uint8)
+    hidden = net.network(frames)
+    value, advantage = net.value(hidden[:, :256]), net.advantage(hidden[:, 256:])
+    torch.testing.assert_close(net(frames), value + advantage - advantage.mean(1, keepdim=True))
+    assert net(frames).shape == (5, 6) and net.act(frames, greedy=True).shape == (5,)
+    plain = dqn.QNetwork(6)
+    assert plain.network[-1].weight.shape == (6, 512) and not hasattr(plain, "value")
+
+
+def test_evaluate_rebuilds_a_dueling_half_width_net(run, tmp_path):
+    proc = run("dqn_atari.py", "--num-envs", "2", "--num-steps", "64", "--total-timesteps", "256", "--learning-starts",
+               "64", "--batch-size", "16", "--buffer-size", "512", "--dueling", "--cnn-width", "0.5", "--no-cuda",
+               "--torch-threads", "1", "--runs-dir", "runs", cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert load_checkpoint(run_dir)["models"]["agent"]["advantage.weight"].shape == (4, 256)  # Breakout: 4 actions
+    proc = run("evaluate.py", str(run_dir), "--episodes", "1", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "checkpoint at step 256, greedy policy" in proc.stdout
