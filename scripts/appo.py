@@ -34,6 +34,9 @@ send), ``inference`` and ``storage`` are logged as ``perf/sampler_*``. For Atari
 ``charts/episodic_return`` is the raw score of a whole game; learning uses clipped per-life rewards.
 """
 
+import contextlib
+import dataclasses
+import os
 from dataclasses import dataclass
 from typing import Callable, Literal, Optional
 
@@ -49,6 +52,7 @@ from rlfast.algos.nets import MLPAgent, NatureCNNAgent, RecurrentNatureCNNAgent
 from rlfast.algos.speed import set_speed
 from rlfast.algos.ppo import LOSS_NAMES, PPOLoss, adapt_lr
 from rlfast.algos.launch import launch
+from rlfast.algos.pbt import PBTArgs, Population, adopt, tuned, with_hparams
 from rlfast.algos.run import Run
 from rlfast.algos.runargs import CNNArgs, RunArgs, usage_error, vector_obs_size
 from rlfast.algos.appo_sampler import PublishedWeights, Sampler
@@ -62,7 +66,7 @@ ATARI_EVAL_ENV_KWARGS = {"episodic_life": False, "reward_clip": False}
 
 
 @dataclass
-class Args(APPOArgs, CNNArgs, RunArgs):
+class Args(APPOArgs, PBTArgs, CNNArgs, RunArgs):
     """APPOArgs' defaults (rlfast/algos/appo.py) on Pong-v5."""
 
     exp_name: str = "appo"
@@ -72,6 +76,18 @@ class Args(APPOArgs, CNNArgs, RunArgs):
     total_timesteps: int = 10000000
     recurrent: Literal["none", "lstm", "gru"] = "none"
     """a recurrent core after the CNN (lstm: 128 units, as CleanRL's ppo_atari_lstm); Atari only"""
+
+    def validate(self) -> list[str]:
+        problems = super().validate()
+        P = self.pbt_population
+        if P > 1 and self.num_envs % P:
+            problems.append(f"--num-envs {self.num_envs} does not split evenly into --pbt-population {P} members")
+        elif P > 1 and self.env_batch_size is not None and self.env_batch_size > self.num_envs // P:
+            problems.append(f"--env-batch-size {self.env_batch_size} is a member's pool's (--num-envs / "
+                            f"--pbt-population = {self.num_envs // P} envs)")  # fmt: skip
+        if P > 1 and self.deterministic:
+            problems.append("--deterministic runs one learner: it cannot be used with --pbt-population")
+        return problems
 
 
 def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> torch.nn.Module:
@@ -134,32 +150,89 @@ def update(agent: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable
                      "charts/policy_lag_max": lag[:, 1].max()}  # fmt: skip
 
 
+@dataclass
+class Member:
+    """One policy of the population (the whole run without --pbt-population): its envs, network, optimizer,
+    hyperparameters (its own ``args``) and learner state."""
+
+    args: Args
+    envs: rlfast.EnvPool
+    agent: nn.Module
+    optimizer: torch.optim.Optimizer
+    episodes: Episodes
+    generator: torch.Generator
+    version: int = 0
+    """SGD steps taken by this process (the policy lag counts in these)"""
+
+
 def main(args: Args, ckpt: Optional[dict] = None) -> int:
-    run = Run(args, SCRIPT, ckpt, iterations=args.num_iterations, steps_per_iteration=args.batch_size,
-              families=("classic_control", "atari", "python", "custom"), sections=("wait", "train"))  # fmt: skip
+    P = args.pbt_population
+    run = Run(args, SCRIPT, ckpt, iterations=args.total_timesteps // (args.batch_size * P),
+              steps_per_iteration=args.batch_size * P, families=("classic_control", "atari", "python", "custom"),
+              sections=("wait", "train"))  # fmt: skip
     device, timer = run.device, run.timer
     atari = rlfast.task_family(args.env_id) == "atari"
     env_kwargs = ATARI_ENV_KWARGS if atari else {}
-    envs = run.make_env(args.num_envs, batch_size=args.recv_batch, num_threads=args.num_threads, **env_kwargs)
-    agent = make_agent(args, envs.single_observation_space, envs.single_action_space).to(device)
-    set_speed(agent, **run.speed)  # the CNN's speed options: the flags and --auto-speed's picks
-    optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
-    run.track(models={"agent": agent}, optimizers={"optimizer": optimizer}, env_kwargs=env_kwargs or None,
-              eval_env_kwargs=ATARI_EVAL_ENV_KWARGS if atari else None)  # fmt: skip
+    # Each member acts on its own share of the envs, with its share of the env threads.
+    share = args.num_envs // P
+    threads = args.num_threads if P == 1 else max((args.num_threads or os.cpu_count() or 1) // P, 1)
+    members = []
+    for k in range(P):
+        member_args = args if P == 1 else dataclasses.replace(args, num_envs=share)
+        envs = run.make_env(share, seed=run.env_seed + k * share, batch_size=member_args.recv_batch,
+                            num_threads=threads, **env_kwargs)  # fmt: skip
+        agent = make_agent(args, envs.single_observation_space, envs.single_action_space).to(device)
+        set_speed(agent, **run.speed)  # the CNN's speed options: the flags and --auto-speed's picks
+        optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
+        generator = torch.Generator(device=device).manual_seed(args.seed + k)  # the learner's minibatch order
+        members.append(Member(member_args, envs, agent, optimizer, Episodes(share, atari), generator))
+    population = Population(args, {name: getattr(args, name) for name in tuned(args)}, args.seed) if P > 1 else None
+    run.track(models={member_name("agent", k): m.agent for k, m in enumerate(members)},
+              optimizers={member_name("optimizer", k): m.optimizer for k, m in enumerate(members)},
+              env_kwargs=env_kwargs or None, eval_env_kwargs=ATARI_EVAL_ENV_KWARGS if atari else None,
+              states={"pbt": population} if population else None)  # fmt: skip
+    if population:  # each member's hyperparameters (resumed: its optimizer keeps the learning rate it had)
+        for m, hparams in zip(members, population.hparams):
+            m.args = with_hparams(m.args, None if run.resumed else m.optimizer, hparams)
     loss_fn = run.compile(appo_loss)
-    episodes = Episodes(args.num_envs, atari)
-    generator = torch.Generator(device=device).manual_seed(args.seed)  # the learner's minibatch order
-    version = 0  # SGD steps taken by this process (the policy lag counts in these)
 
-    with run, Sampler(envs, args, agent, episodes.collect, device) as sampler:
+    with run, contextlib.ExitStack() as stack:
+        samplers = [stack.enter_context(Sampler(m.envs, m.args, m.agent, m.episodes.collect, device)) for m in members]
         for _ in run.iterations():
-            with timer("wait"):
-                batch = sampler.next_batch()
-            with timer("train"):
-                version, scalars = update(agent, optimizer, loss_fn, batch, args, sampler.weights, version, generator)
-            sampler.release(batch)
-            run.end_iteration(args.batch_size, {**scalars, **sampler.perf()}, episodes.take())
+            scalars, episodes = {}, []
+            for k, (m, sampler) in enumerate(zip(members, samplers)):  # a batch of each member in turn
+                with timer("wait"):
+                    batch = sampler.next_batch()
+                with timer("train"):
+                    m.version, learned = update(m.agent, m.optimizer, loss_fn, batch, m.args, sampler.weights,
+                                                m.version, m.generator)  # fmt: skip
+                sampler.release(batch)
+                episodes.append(m.episodes.take())
+                learned.update(sampler.perf())
+                scalars.update(learned if P == 1 else {f"policy_{k}/{name}": v for name, v in learned.items()})
+            if population:  # each member's PBT step, when due: maybe another's weights, new hyperparameters
+                for k, m in enumerate(members):
+                    population.record(k, episodes[k][1][0].tolist())
+                    step = population.learned(k, args.batch_size)
+                    if step is None:
+                        continue
+                    if step.replaced:
+                        source = members[step.source]
+                        adopt(m.agent, m.optimizer, source.agent, source.optimizer)
+                        samplers[k].weights.publish(m.agent, m.version, end_of_batch=True)
+                    m.args = with_hparams(m.args, m.optimizer, step.after)
+                    print(step.describe(), flush=True)
+                scalars.update(population.scalars())
+            run.end_iteration(args.batch_size * P, scalars, tuple(torch.cat(parts, 1) for parts in zip(*episodes)))
+    if population and run.exit_code == 0:
+        print(population.summary(f"python scripts/evaluate.py {run.run_dir} --policy"), flush=True)
     return run.exit_code
+
+
+def member_name(name: str, k: int) -> str:
+    """A member's model or optimizer in the checkpoint: ``agent`` and ``optimizer`` for member 0 (scripts/evaluate.py
+    plays ``agent``, or ``agent_K`` with --policy K), ``agent_K`` / ``optimizer_K`` for the others."""
+    return name if k == 0 else f"{name}_{k}"
 
 
 if __name__ == "__main__":

@@ -55,6 +55,9 @@ class Args:
     Atari: the whole games in colour, MuJoCo: gymnasium's view (needs the video extra: pip install 'rlfast[video]')"""
     video_episodes: int = 1
     """how many of the evaluated episodes --video records"""
+    policy: int = 0
+    """a population's member to play (appo.py --pbt-population: its checkpoint holds agent, agent_1, ...; the run's
+    last line names the best); 0: the checkpoint's agent"""
 
 
 def load_script(name: str):
@@ -113,8 +116,13 @@ def main(args: Args) -> int:
         if problems:
             raise SystemExit(f"error: {name} cannot be evaluated: {'; '.join(problems)} "
                              "(the contract: rlfast.algos.contract.Policy)")  # fmt: skip
+        model = "agent" if args.policy == 0 else f"agent_{args.policy}"
+        if model not in ckpt["models"]:
+            members = sum(1 for name in ckpt["models"] if name == "agent" or name.startswith("agent_"))
+            raise SystemExit(f"error: --policy {args.policy}: the checkpoint holds {members} "
+                             f"polic{'y' if members == 1 else 'ies'} (0..{members - 1})")  # fmt: skip
         try:
-            agent.load_state_dict(ckpt["models"]["agent"])
+            agent.load_state_dict(ckpt["models"][model])
         except RuntimeError as e:  # e.g. --env-id with another number of actions than the trained task
             raise SystemExit(f"error: the checkpoint's network does not fit {env_id}'s spaces: "
                              f"{str(e).splitlines()[-1].strip()}") from None  # fmt: skip
@@ -136,7 +144,8 @@ def main(args: Args) -> int:
         seconds = time.perf_counter() - start
 
     policy = "sampled" if args.sample else "greedy"
-    print(f"{env_id}: {ckpt['script']} checkpoint at step {ckpt['global_step']:,}, {policy} policy")
+    member = f" {args.policy}" if args.policy else ""
+    print(f"{env_id}: {ckpt['script']} checkpoint at step {ckpt['global_step']:,}, {policy} policy{member}")
     print(f"episodes: {len(returns)}  mean length: {lengths.mean():.1f}  ({seconds:.1f} s)")
     print(f"return: {returns.mean():.2f} ± {returns.std():.2f}  (min {returns.min():.1f}, max {returns.max():.1f})")
     if videos is not None:

@@ -76,8 +76,11 @@ def flag_rows(script: str) -> list[tuple[str, str, str, str]]:
         flag = "--" + f.name.replace("_", "-")  # a bool's opposite, --no-<name>, is said once above the table
         kind = hints[f.name]
         default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-        rows.append((flag, type_name(kind), repr(default) if isinstance(default, str) else str(default),
-                     docs.get(f.name, "")))  # fmt: skip
+        if isinstance(default, (tuple, list)):  # as --help writes it: the items, space-separated
+            shown = " ".join(map(str, default))
+        else:
+            shown = repr(default) if isinstance(default, str) else str(default)
+        rows.append((flag, type_name(kind), shown, docs.get(f.name, "")))
     return rows
 
 

@@ -116,6 +116,7 @@ class Run:
         self.iteration = self.start_iteration
         self._finished = False
         self._state: dict[str, Any] = {"models": {}}
+        self._states: dict[str, Any] = {}
         self._side: dict[str, Any] = {}  # run-dir file name -> object with state_dict / load_state_dict
         self._interrupts = Interrupts()
         self._saved_step: Optional[int] = self.global_step if ckpt is not None else None
@@ -159,14 +160,20 @@ class Run:
 
     def track(self, *, models: Mapping[str, torch.nn.Module], optimizers: Optional[Mapping[str, Any]] = None,
               normalizers: Optional[Mapping[str, Any]] = None, env_kwargs: Optional[Mapping[str, Any]] = None,
-              eval_env_kwargs: Optional[Mapping[str, Any]] = None) -> None:  # fmt: skip
+              eval_env_kwargs: Optional[Mapping[str, Any]] = None, states: Optional[Mapping[str, Any]] = None,
+              ) -> None:  # fmt: skip
         """Names what every checkpoint holds (see rlfast.algos.checkpoint) and, on --resume, loads the
-        checkpoint's states into these objects and the global RNGs. Call once, before ``compile``."""
+        checkpoint's states into these objects and the global RNGs. Call once, before ``compile``. ``states``: more
+        objects with ``state_dict`` / ``load_state_dict`` of plain values (a PBT population's bookkeeping), kept
+        as the checkpoint's ``states``."""
         self._state = {"models": models, "optimizers": optimizers, "normalizers": normalizers,
                        "env_kwargs": env_kwargs, "eval_env_kwargs": eval_env_kwargs}  # fmt: skip
+        self._states = dict(states or {})
         if self.ckpt is not None:
             try:
                 restore(self.ckpt, models, optimizers, normalizers)
+                for name, obj in self._states.items():
+                    obj.load_state_dict(self.ckpt.get("states", {})[name])
             except (KeyError, ValueError, RuntimeError) as e:  # RuntimeError: load_state_dict's shape mismatches
                 self.abandon()
                 detail = str(e).strip().splitlines()
@@ -207,6 +214,8 @@ class Run:
         state = make_checkpoint(script=self.script, env_id=self.args.env_id, args=dataclasses.asdict(self.args),
                                 global_step=step, iteration=iteration, **self._state)  # fmt: skip
         state["world_size"] = self.world.world_size
+        if self._states:
+            state["states"] = {name: obj.state_dict() for name, obj in self._states.items()}
         return save_checkpoint(self.run_dir / name, state)
 
     def abandon(self) -> None:
