@@ -264,12 +264,14 @@ class Population:
         objectives = [-math.inf if (o := self.objective(k)) is None else o for k in range(len(self.steps))]
         order = rank(objectives)
         ranked = ", ".join(f"{k} ({objectives[k]:.4g})" for k in order)
-        return f"pbt: policies by objective: {ranked}; {self.replacements} replacements; the best: {evaluate} {order[0]}"
+        best = f"{evaluate} {order[0]}"
+        return f"pbt: policies by objective: {ranked}; {self.replacements} replacements; the best: {best}"
 
     def state_dict(self) -> dict[str, Any]:
         version, internal, gauss = self.rng.getstate()
-        return {"hparams": [dict(h) for h in self.hparams], "steps": list(self.steps), "last_step": list(self.last_step),
-                "returns": [list(r) for r in self.returns], "replacements": self.replacements,
+        return {"hparams": [dict(h) for h in self.hparams], "steps": list(self.steps),
+                "last_step": list(self.last_step), "returns": [list(r) for r in self.returns],
+                "replacements": self.replacements,
                 "rng": [version, list(internal), gauss]}  # fmt: skip
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:

@@ -22,7 +22,8 @@ def pbt_run(run_in_new_dir):
     return run_in_new_dir("appo_pbt", "appo.py", "--config", str(ROOT / "configs" / "cartpole_appo.toml"),
                           "--pbt-population", "2", "--pbt-start", str(START), "--pbt-period", str(START),
                           "--pbt-objective-episodes", "20", "--pbt-set", "1:learning_rate=1e-7",
-                          "--total-timesteps", str(2 * 60 * 1024), "--num-threads", "1", "--runs-dir", "runs")  # fmt: skip
+                          "--total-timesteps", str(2 * 60 * 1024), "--num-threads", "1",
+                          "--runs-dir", "runs")  # fmt: skip
 
 
 def scalars(run_dir: Path, tag: str) -> list[tuple[int, float]]:
