@@ -9,7 +9,9 @@ step it ends in the middle band; an episode is 40 steps (a random policy scores 
 ``DotFrame-v0`` gives one frame (1, 84, 84), as ``ppo_atari.py`` and ``dqn_atari.py`` want it (they stack 4);
 ``DotFrames-v0`` stacks its own 4 frames (4, 84, 84), as ``appo.py`` takes it. Registering the ids when the module
 is imported is what makes ``"dotframes:DotFrame-v0"`` work: rlfast imports the module in each worker process.
-``DotFramesFloat-v0`` (float32 frames) is there to be refused: the Nature CNN takes uint8 0-255. Made with
+``DotScene-v0`` gives a Dict observation, as ``appo.py`` takes it: ``screen``, the newest frame cut to (1, 48, 84),
+and ``where``, the dot's position as one float32 in [0, 1]. ``DotFramesFloat-v0`` (float32 frames) is there to be
+refused: the Nature CNN takes uint8 0-255. Made with
 ``render_mode="rgb_array"`` it renders (``pool.render()``, ``evaluate.py --video``): the newest frame in colour,
 4x larger, the rewarding band in green.
 """
@@ -52,6 +54,23 @@ class DotFrames(gym.Env):
         return rgb.repeat(4, axis=0).repeat(4, axis=1)
 
 
+class DotScene(DotFrames):
+    """DotFrames with a Dict observation: the newest frame's rows 18-65 (the dot's line in the middle) and the dot's
+    position."""
+
+    def __init__(self, render_mode=None) -> None:
+        super().__init__(stack=1, render_mode=render_mode)
+        self.observation_space = gym.spaces.Dict({
+            "screen": gym.spaces.Box(0, 255, (1, 48, 84), np.uint8),
+            "where": gym.spaces.Box(0.0, 1.0, (1,), np.float32),
+        })  # fmt: skip
+
+    def _obs(self) -> dict:
+        frame = super()._obs()
+        return {"screen": frame[:, 18:66].copy(), "where": np.array([self.x / 80], np.float32)}
+
+
 gym.register("DotFrame-v0", entry_point=DotFrames, kwargs={"stack": 1}, max_episode_steps=40)
 gym.register("DotFrames-v0", entry_point=DotFrames, max_episode_steps=40)
+gym.register("DotScene-v0", entry_point=DotScene, max_episode_steps=40)
 gym.register("DotFramesFloat-v0", entry_point=DotFrames, kwargs={"dtype": "float32"}, max_episode_steps=40)

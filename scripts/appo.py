@@ -48,7 +48,7 @@ from torch import nn
 
 from rlfast.algos.appo import APPOArgs, appo_loss, taken_logprobs, update_kl
 from rlfast.algos.episodes import Episodes
-from rlfast.algos.nets import MLPAgent, NatureCNNAgent, RecurrentNatureCNNAgent
+from rlfast.algos.nets import ConvSimpleAgent, MLPAgent, NatureCNNAgent, RecurrentNatureCNNAgent
 from rlfast.algos.speed import set_speed
 from rlfast.algos.ppo import LOSS_NAMES, PPOLoss, adapt_lr
 from rlfast.algos.launch import launch
@@ -91,10 +91,18 @@ class Args(APPOArgs, PBTArgs, CNNArgs, RunArgs):
 
 
 def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> torch.nn.Module:
-    """The network for these spaces: the Nature CNN for stacked 84x84 uint8 frames, else the 64-64 tanh MLP
-    (scripts/evaluate.py rebuilds it from a checkpoint with this)."""
+    """The network for these spaces: the Nature CNN for stacked 84x84 uint8 frames, Sample Factory's convnet_simple
+    for a Dict of frames and a vector (``dict_layout``), else the 64-64 tanh MLP (scripts/evaluate.py rebuilds it
+    from a checkpoint with this)."""
     if not isinstance(action_space, gym.spaces.Discrete):
         raise usage_error(f"{args.env_id} has a {type(action_space).__name__} action space; appo.py needs Discrete")
+    if isinstance(obs_space, gym.spaces.Dict):
+        frames, vector = dict_layout(args.env_id, obs_space)
+        if args.recurrent != "none":
+            raise usage_error(f"--recurrent {args.recurrent}: the recurrent core follows the Nature CNN; "
+                              f"{args.env_id}'s Dict observations train with convnet_simple, feed-forward")  # fmt: skip
+        size = int(obs_space[vector].shape[0]) if vector else 0
+        return ConvSimpleAgent(tuple(obs_space[frames].shape), int(action_space.n), size, frames, vector or "")
     if isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 3:
         if tuple(obs_space.shape[1:]) != (84, 84) or obs_space.dtype != np.uint8:
             raise usage_error(f"{args.env_id} observations are {tuple(obs_space.shape)} {obs_space.dtype}; the Nature "
@@ -107,6 +115,20 @@ def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> tor
         raise usage_error(f"--recurrent {args.recurrent} has a CNN encoder: it needs stacked frames, and {args.env_id} "
                           f"observations are {tuple(obs_space.shape)}")  # fmt: skip
     return MLPAgent(size, int(action_space.n))
+
+
+def dict_layout(env_id: str, space: gym.spaces.Dict) -> tuple[str, Optional[str]]:
+    """The keys of a Dict env's frames (a uint8 Box (C, H, W)) and of its vector (a 1-d Box; None if it has none):
+    the layout appo.py trains, a usage error naming the keys otherwise."""
+    frames = [k for k, s in space.spaces.items() if isinstance(s, gym.spaces.Box) and s.dtype == np.uint8
+              and len(s.shape) == 3]  # fmt: skip
+    vectors = [k for k, s in space.spaces.items() if isinstance(s, gym.spaces.Box) and len(s.shape) == 1]
+    if len(frames) != 1 or len(vectors) > 1 or len(frames) + len(vectors) != len(space.spaces):
+        shown = ", ".join(f"{k}: {getattr(s, 'shape', s)} {getattr(s, 'dtype', '')}".strip()
+                          for k, s in space.spaces.items())  # fmt: skip
+        raise usage_error(f"{env_id} has Dict observations ({shown}); appo.py takes a Dict of one uint8 Box of frames "
+                          "(C, H, W) and at most one 1-d Box of numbers")  # fmt: skip
+    return frames[0], vectors[0] if vectors else None
 
 
 def update(agent: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable[..., PPOLoss], batch: Trajectories,

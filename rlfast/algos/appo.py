@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from rlfast.algos.flags import Flags, bounded
+from rlfast.algos.obs import each
 from rlfast.algos.ppo import PPOLoss, ppo_loss, weighted_mean
 from rlfast.algos.vtrace import vtrace
 
@@ -121,11 +122,12 @@ def policy_on(agent: nn.Module, batch: Mapping[str, torch.Tensor]) -> tuple[torc
     k, T = batch["actions"].shape[:2]
     actions = torch.cat((batch["actions"], batch["actions"][:, :1]), 1)  # a dummy for row T
     if "state" not in batch:
-        _, logprob, entropy, value = agent.get_action_and_value(batch["obs"].flatten(0, 1), actions.flatten(0, 1))
+        obs = each(lambda o: o.flatten(0, 1), batch["obs"])  # a Dict env's: each key's tensor
+        _, logprob, entropy, value = agent.get_action_and_value(obs, actions.flatten(0, 1))
         return logprob.view(k, T + 1), entropy.view(k, T + 1), value.view(k, T + 1)
     starts = torch.cat((batch["starts"], batch["reset"][:, -1:]), 1)
-    out = agent.get_action_and_value(batch["obs"].transpose(0, 1).flatten(0, 1), batch["state"], starts.T.flatten(),
-                                     actions.transpose(0, 1).flatten(0, 1))  # fmt: skip
+    obs = each(lambda o: o.transpose(0, 1).flatten(0, 1), batch["obs"])
+    out = agent.get_action_and_value(obs, batch["state"], starts.T.flatten(), actions.transpose(0, 1).flatten(0, 1))
     logprob, entropy, value = (x.view(T + 1, k).T for x in out[1:4])
     return logprob, entropy, value
 

@@ -27,6 +27,7 @@ from torch import nn
 import rlfast
 from rlfast.algos.appo import APPOArgs
 from rlfast.algos.appo_trajectories import Trajectories, TrajectoryBuilder
+from rlfast.algos.obs import each, spec
 from rlfast.algos.profiling import SectionTimer
 
 POLL_S = 0.05
@@ -112,7 +113,7 @@ class Sampler:
         self.stop = threading.Event()
         self.weights = PublishedWeights(agent, alternating=args.deterministic, stop=self.stop)
         obs_space, action_space = envs.single_observation_space, envs.single_action_space
-        obs_dtype = torch.uint8 if obs_space.dtype == "uint8" else torch.float32
+        obs_spec = spec(obs_space)  # (shape, dtype), or a dict of them for a Dict env
         action_dtype = torch.long if action_space.shape == () else torch.float32
         T = args.trajectory_length
         # A recurrent policy's state per env, on the device (zeroed where an episode starts, by the policy).
@@ -120,7 +121,7 @@ class Sampler:
         state_shape = None if self.state is None else self.state.shape[1:]
 
         def make(k: int) -> Trajectories:
-            return Trajectories(k, T, obs_space.shape, obs_dtype, action_space.shape, action_dtype, device, state_shape)
+            return Trajectories(k, T, obs_spec, action_space.shape, action_dtype, device, state_shape)
 
         K = args.trajectories_per_batch
         self._ready: "queue.Queue[Trajectories]" = queue.Queue(maxsize=1 if args.deterministic else args.queue_size)
@@ -159,7 +160,7 @@ class Sampler:
                     weights.start_rollout()
                 state = None
                 with timer("inference"), torch.no_grad(), weights.lock:
-                    obs_d = obs.to(self.device, non_blocking=True)
+                    obs_d = each(lambda o: o.to(self.device, non_blocking=True), obs)
                     if self.state is None:
                         actions, logprobs, _, _ = weights.acting.get_action_and_value(obs_d)
                     else:  # each env's state goes on from its last step (any order of envs), zeroed at starts

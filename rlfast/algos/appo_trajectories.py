@@ -8,16 +8,19 @@ The sampler thread that fills them is ``rlfast/algos/appo_sampler.py``; the loss
 ``rlfast/algos/appo.py``.
 """
 
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import torch
+
+from rlfast.algos.obs import assign, each, zeros as obs_zeros
 
 
 class Trajectories:
     """K trajectories of T steps, [K, T] tensors on ``device`` (``obs`` [K, T + 1]: the observation after the
     last step closes each). Row t of a trajectory: the observation ``obs[:, t]`` an action was chosen from,
     that action, its log-probability under the acting weights, the acting weights' ``versions``, and what
-    the step returned (``rewards``, ``terminated``, ``truncated``); ``reset`` marks the pool's reset steps
+    the step returned (``rewards``, ``terminated``, ``truncated``); a Dict env's ``obs`` is a dict of such tensors,
+    one per key; ``reset`` marks the pool's reset steps
     (the step after an episode end: no transition, left out of the losses).
 
     With a recurrent policy (``state_shape``, its per-env state [S, H]) also ``state`` [K, S, H], the state
@@ -27,13 +30,13 @@ class Trajectories:
     FIELDS = ("obs", "actions", "logprobs", "versions", "reset", "rewards", "terminated", "truncated")
     RECURRENT_FIELDS = ("state", "starts")
 
-    def __init__(self, K: int, T: int, obs_shape: Sequence[int], obs_dtype: torch.dtype, action_shape: Sequence[int],
-                 action_dtype: torch.dtype, device: torch.device,
-                 state_shape: Optional[Sequence[int]] = None) -> None:  # fmt: skip
+    def __init__(self, K: int, T: int, obs_spec: Any, action_shape: Sequence[int], action_dtype: torch.dtype,
+                 device: torch.device, state_shape: Optional[Sequence[int]] = None) -> None:  # fmt: skip
+        """``obs_spec``: the observations' (shape, dtype), or a dict of them (``rlfast.algos.obs.spec``)."""
         def zeros(shape: tuple, dtype: torch.dtype) -> torch.Tensor:
             return torch.zeros(shape, dtype=dtype, device=device)
 
-        self.obs = zeros((K, T + 1, *obs_shape), obs_dtype)
+        self.obs = obs_zeros((K, T + 1), obs_spec, device)
         self.actions = zeros((K, T, *action_shape), action_dtype)
         self.logprobs = zeros((K, T), torch.float32)
         self.versions = zeros((K, T), torch.long)
@@ -49,7 +52,7 @@ class Trajectories:
 
     def rows(self, index: torch.Tensor) -> dict[str, torch.Tensor]:
         """The trajectories at ``index`` [k] as a dict of [k, ...] tensors."""
-        return {name: getattr(self, name).index_select(0, index) for name in self.fields}
+        return {name: each(lambda x: x.index_select(0, index), getattr(self, name)) for name in self.fields}
 
 
 class TrajectoryBuilder:
@@ -67,7 +70,7 @@ class TrajectoryBuilder:
                  take_free: Callable[[], Trajectories], emit: Callable[[Trajectories], None]) -> None:  # fmt: skip
         self.T, self.K = T, K
         self.current = make(num_envs)  # [N, T + 1]: each env's trajectory in progress
-        self.device = self.current.obs.device
+        self.device = self.current.actions.device
         self.take_free, self.emit = take_free, emit
         self.pos = torch.zeros(num_envs, dtype=torch.long)  # steps taken in each env's current trajectory
         self.pending = torch.zeros(num_envs, dtype=torch.bool)  # an action was sent, its result not yet observed
@@ -98,7 +101,7 @@ class TrajectoryBuilder:
         full = pos == self.T
         if bool(full.any()):
             done = envs[full]
-            cur.obs[self._dev(done), self.T] = self._dev(obs[pending][full])
+            assign(cur.obs, (self._dev(done), self.T), each(lambda o: self._dev(o[pending][full]), obs))
             self._hand_on(self._dev(done))
             self.pos[done] = 0
 
@@ -114,7 +117,7 @@ class TrajectoryBuilder:
         ids = env_ids.long()
         e, p = self._dev(ids), self._dev(self.pos[ids])
         cur = self.current
-        cur.obs[e, p] = obs
+        assign(cur.obs, (e, p), obs)
         cur.actions[e, p] = actions.to(cur.actions.dtype)
         cur.logprobs[e, p] = logprobs
         cur.versions[e, p] = version
@@ -138,7 +141,8 @@ class TrajectoryBuilder:
             n = min(self.K - self._filled, len(envs) - start)
             src = envs[start : start + n]
             for name in self.current.fields:
-                getattr(self._out, name)[self._filled : self._filled + n] = getattr(self.current, name)[src]
+                assign(getattr(self._out, name), slice(self._filled, self._filled + n),
+                       each(lambda x: x[src], getattr(self.current, name)))
             self._filled += n
             start += n
             if self._filled == self.K:

@@ -17,6 +17,7 @@ import torch
 
 import rlfast
 from rlfast.algos.episodes import game_starts
+from rlfast.algos.obs import each
 
 EVAL_SEED_OFFSET = 1_000_003
 """evaluation envs during training are seeded at --seed + this: apart from every training env's seed"""
@@ -132,7 +133,7 @@ def evaluate(agent: torch.nn.Module, envs: Any, device: torch.device, greedy: bo
     state = agent.initial_state(n, device) if hasattr(agent, "initial_state") else None
     starts, done = torch.ones(n, dtype=torch.bool), torch.zeros(n, dtype=torch.bool)
     while not finished.all():
-        x = obs.to(device)
+        x = each(lambda o: o.to(device), obs)  # a Dict env's: each key's tensor
         if obs_normalizer is not None:
             x = obs_normalizer(x)
         with torch.no_grad():

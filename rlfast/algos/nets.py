@@ -198,3 +198,66 @@ class RecurrentNatureCNNAgent(nn.Module):
         out, state = self.unroll(x, state, starts)
         logits = self.actor(out)
         return (logits.argmax(-1) if greedy else categorical(logits)[0]), state
+
+
+def conv_out(size: tuple[int, int], layers: tuple[tuple[int, int, int], ...]) -> tuple[int, int]:
+    """(H, W) after unpadded convolutions of (channels, kernel, stride)."""
+    h, w = size
+    for _, k, s in layers:
+        h, w = (h - k) // s + 1, (w - k) // s + 1
+    return h, w
+
+
+class ConvSimpleAgent(nn.Module):
+    """Sample Factory's default Doom network without its recurrent core: the ``convnet_simple`` encoder of uint8
+    frames of any size (conv 32 8x8 /4, 64 4x4 /2, 128 3x3 /2, ELU; then a 512-unit layer, ``encoder_conv_mlp_layers``
+    [512]), beside the ``VizdoomEncoder``'s 128-128 ELU head for a vector of measurements when the env gives one,
+    and linear actor and critic on the two joined (Sample Factory 2: ``sample_factory/model/encoder.py``,
+    ``sf_examples/vizdoom/doom/doom_model.py``). Initialization: CleanRL's orthogonal one (as the other nets here).
+
+    Observations are a dict, a ``gym.spaces.Dict`` env's as the pool gives them: ``frames_key`` [N, C, H, W] uint8
+    and, if ``measurements`` > 0, ``measurements_key`` [N, M] float32."""
+
+    CONVS = ((32, 8, 4), (64, 4, 2), (128, 3, 2))
+
+    def __init__(self, frame_shape: tuple[int, int, int], num_actions: int, measurements: int = 0,
+                 frames_key: str = "obs", measurements_key: str = "measurements") -> None:  # fmt: skip
+        super().__init__()
+        c, h, w = frame_shape
+        self.frames_key, self.measurements_key = frames_key, measurements_key
+        layers, channels = [], c
+        for out, k, s in self.CONVS:
+            layers += [layer_init(nn.Conv2d(channels, out, k, stride=s)), nn.ELU()]
+            channels = out
+        oh, ow = conv_out((h, w), self.CONVS)
+        if oh < 1 or ow < 1:
+            raise ValueError(f"frames of {h}x{w} are too small for convnet_simple (at least 36x36)")
+        self.network = FrameNet(*layers, nn.Flatten(), layer_init(nn.Linear(channels * oh * ow, 512)), nn.ELU())
+        self.measurements = None
+        if measurements:
+            self.measurements = nn.Sequential(layer_init(nn.Linear(measurements, 128)), nn.ELU(),
+                                              layer_init(nn.Linear(128, 128)), nn.ELU())  # fmt: skip
+        hidden = 512 + 128 * bool(measurements)
+        self.actor = layer_init(nn.Linear(hidden, num_actions), std=0.01)
+        self.critic = layer_init(nn.Linear(hidden, 1), std=1.0)
+
+    def hidden(self, x: dict) -> torch.Tensor:
+        features = self.network(x[self.frames_key])
+        if self.measurements is None:
+            return features
+        return torch.cat((features, self.measurements(x[self.measurements_key].float())), 1)
+
+    def get_value(self, x: dict) -> torch.Tensor:
+        return self.critic(self.hidden(x)).squeeze(-1)
+
+    def get_action_and_value(
+        self, x: dict, action: Optional[torch.Tensor] = None, noise: Optional[torch.Tensor] = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """-> (action [N], logprob [N], entropy [N], value [N]), as ``NatureCNNAgent``'s."""
+        hidden = self.hidden(x)
+        action, logprob, entropy = categorical(self.actor(hidden), action, noise)
+        return action, logprob, entropy, self.critic(hidden).squeeze(-1)
+
+    def act(self, x: dict, greedy: bool = False) -> torch.Tensor:
+        logits = self.actor(self.hidden(x))
+        return logits.argmax(-1) if greedy else categorical(logits)[0]

@@ -201,8 +201,8 @@ def vector_obs_size(script: str, env_id: str, obs_space: gym.Space) -> int:
     Python env's Discrete or MultiDiscrete observations need a wrapper, e.g. one-hot, first)."""
     if isinstance(obs_space, gym.spaces.Dict):  # the pool gives them (rlfast/procpool.py); no trainer takes them yet
         raise usage_error(f"{env_id} has Dict observations ({', '.join(map(str, obs_space.spaces))}); {script} needs a "
-                          "Box of numbers, and no rlfast trainer takes Dict observations yet (wrap the env with "
-                          "gymnasium.wrappers.FlattenObservation for an MLP)")  # fmt: skip
+                          "Box of numbers (appo.py trains a Dict of frames and a vector; for an MLP, wrap the env "
+                          "with gymnasium.wrappers.FlattenObservation)")  # fmt: skip
     if not isinstance(obs_space, gym.spaces.Box):
         raise usage_error(f"{env_id} has {type(obs_space).__name__} observations; {script} needs a Box of numbers "
                           "(wrap the env, e.g. one-hot a Discrete observation)")  # fmt: skip
@@ -214,8 +214,8 @@ def check_frames(script: str, env_id: str, obs_space: gym.Space) -> tuple[int, .
     are uint8 of shape (1, 84, 84), as the engine's Atari frames (a user's pixel env grays and resizes its own)."""
     if isinstance(obs_space, gym.spaces.Dict):
         raise usage_error(f"{env_id} has Dict observations ({', '.join(map(str, obs_space.spaces))}); {script} "
-                          "stacks uint8 frames of shape (1, 84, 84), and no rlfast trainer takes Dict observations "
-                          "yet")  # fmt: skip
+                          "stacks uint8 frames of shape (1, 84, 84) (appo.py trains a Dict of frames and a "
+                          "vector)")  # fmt: skip
     if not (isinstance(obs_space, gym.spaces.Box) and obs_space.dtype == np.uint8 and obs_space.shape == (1, 84, 84)):
         shown = f"{tuple(obs_space.shape)} {obs_space.dtype}" if isinstance(obs_space, gym.spaces.Box) else obs_space
         raise usage_error(f"{env_id} observations are {shown}; {script} stacks uint8 frames of shape (1, 84, 84) "

@@ -33,8 +33,8 @@ def test_builder_assembles_each_envs_steps_in_order_from_async_batches():
     g = torch.Generator().manual_seed(0)
     emitted, free = [], queue.Queue()
     for _ in range(60):
-        free.put(Trajectories(K, T, (2,), torch.float32, (), torch.long, torch.device("cpu")))
-    builder = TrajectoryBuilder(N, T, K, lambda k: Trajectories(k, T, (2,), torch.float32, (), torch.long, "cpu"),
+        free.put(Trajectories(K, T, ((2,), torch.float32), (), torch.long, torch.device("cpu")))
+    builder = TrajectoryBuilder(N, T, K, lambda k: Trajectories(k, T, ((2,), torch.float32), (), torch.long, "cpu"),
                                 free.get_nowait, emitted.append)  # fmt: skip
     t = torch.zeros(N, dtype=torch.long)  # stream step of each env's next observation
     end_at = lambda e, s: (e * 7 + s * 3) % 11 == 0  # noqa: E731 - the step s of env e ends an episode
@@ -142,7 +142,7 @@ def test_loss_leaves_reset_steps_out():
     torch.manual_seed(0)
     agent = MLPAgent(3, 2)
     args = Args(trajectory_length=4)
-    batch = Trajectories(2, 4, (3,), torch.float32, (), torch.long, "cpu")
+    batch = Trajectories(2, 4, ((3,), torch.float32), (), torch.long, "cpu")
     batch.obs.normal_()
     batch.actions.random_(0, 2)
     batch.rewards.normal_()
@@ -164,7 +164,7 @@ def test_loss_leaves_reset_steps_out():
 def test_update_kl_is_ppos_approx_kl_from_the_reference_weights_over_real_steps():
     torch.manual_seed(0)
     agent = MLPAgent(3, 4)
-    batch = Trajectories(3, 5, (3,), torch.float32, (), torch.long, "cpu")
+    batch = Trajectories(3, 5, ((3,), torch.float32), (), torch.long, "cpu")
     batch.obs.normal_()
     batch.actions.random_(0, 4)
     probe = batch.rows(torch.arange(3))
@@ -182,3 +182,37 @@ def test_update_kl_is_ppos_approx_kl_from_the_reference_weights_over_real_steps(
     keep = torch.ones(15, dtype=torch.bool)
     keep[1 * 5 + 2] = False
     torch.testing.assert_close(update_kl(agent, probe, reference), per_step[keep].mean())
+
+
+def test_a_dict_envs_observations_are_stored_key_by_key_as_a_tensor_would_be():
+    """The builder fed the same async stream twice, once with tensor observations and once with a Dict env's (two
+    keys of two dtypes): every batch holds, per key, what the tensor one holds; ``rows`` gives the dict too."""
+    N, T, K = 5, 4, 3
+    spec = {"screen": ((2,), torch.uint8), "vector": ((2,), torch.float32)}
+    outs = {"tensor": [], "dict": []}
+    builders = {
+        "tensor": TrajectoryBuilder(N, T, K, lambda k: Trajectories(k, T, ((2,), torch.float32), (), torch.long, "cpu"),
+                                    lambda: Trajectories(K, T, ((2,), torch.float32), (), torch.long, "cpu"),
+                                    outs["tensor"].append),
+        "dict": TrajectoryBuilder(N, T, K, lambda k: Trajectories(k, T, spec, (), torch.long, "cpu"),
+                                  lambda: Trajectories(K, T, spec, (), torch.long, "cpu"), outs["dict"].append),
+    }  # fmt: skip
+    g = torch.Generator().manual_seed(1)
+    t = torch.zeros(N, dtype=torch.long)
+    for i in range(80):
+        ids = torch.arange(N) if i == 0 else torch.randperm(N, generator=g)[:3]
+        obs = encode(ids, t[ids])
+        ends = (ids + t[ids]) % 5 == 0
+        for name, builder in builders.items():
+            o = obs if name == "tensor" else {"screen": obs.to(torch.uint8), "vector": obs * 10}
+            builder.observe(ids.int(), o, torch.ones(len(ids)), ends, torch.zeros(len(ids), dtype=torch.bool))
+            builder.act(ids.int(), o, ids, torch.zeros(len(ids)), version=i)
+        t[ids] += 1
+    assert len(outs["dict"]) == len(outs["tensor"]) >= 5
+    for plain, keyed in zip(outs["tensor"], outs["dict"]):
+        assert keyed.obs["screen"].dtype == torch.uint8 and keyed.obs["screen"].shape == (K, T + 1, 2)
+        assert torch.equal(keyed.obs["screen"], plain.obs.to(torch.uint8)) and torch.equal(keyed.obs["vector"],
+                                                                                             plain.obs * 10)
+        assert torch.equal(keyed.actions, plain.actions) and torch.equal(keyed.reset, plain.reset)
+    rows = outs["dict"][0].rows(torch.tensor([2, 0]))
+    assert torch.equal(rows["obs"]["vector"], outs["dict"][0].obs["vector"][[2, 0]])

@@ -338,3 +338,25 @@ def test_the_bf16_optimizer_hook_is_registered_only_once_bf16_is_on():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["0", "0", "1"], out.stderr
+
+
+def test_conv_simple_agent_takes_frames_of_any_size_and_a_vector():
+    """Sample Factory's convnet_simple: 72x128 Doom frames -> 128 x 3 x 6 after its three convolutions, a 512-unit
+    layer; the measurements' 128-128 head joins it; without a vector the heads see the 512 features alone."""
+    from rlfast.algos.nets import ConvSimpleAgent, conv_out
+
+    assert conv_out((72, 128), ConvSimpleAgent.CONVS) == (3, 6)
+    torch.manual_seed(0)
+    agent = ConvSimpleAgent((3, 72, 128), 5, measurements=23)
+    assert agent.network[7].in_features == 128 * 3 * 6 and agent.actor.in_features == 640
+    obs = {"obs": torch.randint(0, 256, (4, 3, 72, 128), dtype=torch.uint8), "measurements": torch.rand(4, 23)}
+    action, logprob, entropy, value = agent.get_action_and_value(obs)
+    assert action.shape == logprob.shape == entropy.shape == value.shape == (4,)
+    changed = {**obs, "measurements": obs["measurements"] + 1}
+    assert not torch.allclose(agent.get_value(obs), agent.get_value(changed))  # the vector is an input
+    assert agent.act(obs, greedy=True).shape == (4,)
+    plain = ConvSimpleAgent((1, 48, 84), 3, frames_key="screen")
+    assert plain.measurements is None and plain.actor.in_features == 512
+    assert plain.get_value({"screen": torch.zeros(2, 1, 48, 84, dtype=torch.uint8)}).shape == (2,)
+    with pytest.raises(ValueError, match="frames of 30x84 are too small for convnet_simple"):
+        ConvSimpleAgent((1, 30, 84), 3)

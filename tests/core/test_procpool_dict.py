@@ -175,16 +175,20 @@ def test_what_cannot_be_a_dict_of_tensors_is_refused_naming_the_key(space, messa
 
 
 @pytest.mark.parametrize("script", ["ppo.py", "appo.py", "dqn.py", "ppo_continuous.py"])
-def test_no_trainer_takes_dict_observations_and_each_says_so(script, load_script):
-    """The pool gives Dict observations; the trainers refuse them with a usage error naming the keys (appo.py with
-    --recurrent too, which read the space's shape first). The frame-stacking trainers: ``check_frames``."""
+def test_trainers_refuse_dict_observations_they_cannot_take_and_say_so(script, load_script):
+    """The pool gives Dict observations; the MLP trainers refuse them with a usage error naming the keys, and appo.py
+    (which takes a Dict of frames and a vector) refuses this layout naming each key's space (with --recurrent too).
+    The frame-stacking trainers: ``check_frames``."""
     from rlfast.algos.runargs import check_frames
 
     module = load_script(script)
     args = module.Args(env_id="my_pkg:Scene-v0", **({"recurrent": "lstm"} if script == "appo.py" else {}))
     action_space = gym.spaces.Box(-1, 1, (2,)) if script == "ppo_continuous.py" else gym.spaces.Discrete(4)
-    with pytest.raises(SystemExit, match=rf"my_pkg:Scene-v0 has Dict observations \(count, screen, sensors\); {script} "
-                                         "needs a Box of numbers, and no rlfast trainer takes Dict observations yet"):
+    message = (r"my_pkg:Scene-v0 has Dict observations \(count: \(\) int64, screen: \(2, 6, 5\) uint8, sensors: "
+               r"\(3,\) float32\); appo.py takes a Dict of one uint8 Box of frames" if script == "appo.py" else
+               rf"my_pkg:Scene-v0 has Dict observations \(count, screen, sensors\); {script} needs a Box of numbers "
+               r"\(appo.py trains a Dict of frames and a vector")  # fmt: skip
+    with pytest.raises(SystemExit, match=message):
         module.make_agent(args, Scene().observation_space, action_space)
     with pytest.raises(SystemExit, match=r"has Dict observations \(count, screen, sensors\); ppo_atari.py stacks"):
         check_frames("ppo_atari.py", "my_pkg:Scene-v0", Scene().observation_space)
