@@ -13,7 +13,7 @@ fixed wall-clock budget after a warm-up (as ``benchmarks/bench_pyenvs.py``):
                 next to nothing (``benchmarks/sf_sampler_vizdoom.py`` says exactly what runs)
 
 Sample Factory pins numpy < 2 and gymnasium < 1.0, so it runs from a venv of its own (``--sf-python``; made with
-``python3 -m venv /tmp/sf-venv && /tmp/sf-venv/bin/pip install torch==2.13.0 'sample-factory[vizdoom]==2.1.1'``);
+``python3 -m venv venv-sf && venv-sf/bin/pip install torch==2.13.0 'sample-factory[vizdoom]==2.1.1'``);
 without it its rows say why. Its env is its own build of the scenario (its .cfg and wrappers; rlfast.vizdoom
 follows them, ``rlfast/vizdoom.py``), so its share is given against its own ``sf-single`` too.
 
@@ -72,7 +72,7 @@ class Args:
     """unmeasured seconds before that"""
     repeats: int = 1
     """runs of every measurement (interleaved); the median is reported"""
-    sf_python: str = "/tmp/sf-venv/bin/python"
+    sf_python: str = "venv-sf/bin/python"
     """the Python of a venv with sample-factory[vizdoom] 2.x (Sample Factory's rows say why when it cannot run)"""
     quiet: float = 0.25
     """cores other work may use (outside this benchmark, at nice <= 0) during a run: a run waits until the machine

@@ -14,7 +14,7 @@ core, so the rate is the sampler's and the env's, as rlfast's pool and gymnasium
 random actions; ``--policy doom`` keeps Sample Factory's Doom model (conv encoder, GRU 512) for reference.
 ``--single``: instead, one of Sample Factory's envs stepped with random actions in a plain loop (its own step rate).
 
-    /tmp/sf-venv/bin/python benchmarks/sf_sampler_vizdoom.py --env doom_basic --num-workers 2 --envs-per-worker 4
+    venv-sf/bin/python benchmarks/sf_sampler_vizdoom.py --env doom_basic --num-workers 2 --envs-per-worker 4
 """
 
 from __future__ import annotations
