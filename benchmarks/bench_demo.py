@@ -150,8 +150,8 @@ def measure(system: str, run_dir: Path, start: float, threshold: float) -> dict:
             "curve": [[round(t, 1), s, round(m, 2)] for t, s, m in curve]}  # fmt: skip
 
 
-def report(args: Args, folder: Path, rows: list[dict], machine: str) -> str:
-    trainer, preset, threshold, env_id, recipe = DEMOS[args.demo]
+def report(args: Args, rows: list[dict], machine: str) -> str:
+    _, _, threshold, env_id, recipe = DEMOS[args.demo]
     lines = [f"{env_id} to a {WINDOW}-episode mean of {threshold:g}, from the command's start; machine: {machine}",
              "", "| system | seed | reached | minutes to it | steps to it | steps/s | best mean | command |",
              "|---|---|---|---|---|---|---|---|"]  # fmt: skip
@@ -227,7 +227,7 @@ def main(args: Args) -> None:
             print(f"  {'reached' if r['reached'] else 'not reached'}"
                   + (f" in {r['minutes']:.2f} min at {r['steps']:,} steps" if r["reached"] else "")
                   + f"; {r['sps'] or 0:,.0f} steps/s", flush=True)  # fmt: skip
-    table = report(args, folder, rows, machine)
+    table = report(args, rows, machine)
     (folder / "table.md").write_text(table + "\n")
     (folder / "curves.json").write_text(json.dumps({"demo": args.demo, "machine": machine, "rows": rows}))
     if rows:
