@@ -52,7 +52,7 @@ from rlfast.algos.nets import ConvSimpleAgent, MLPAgent, NatureCNNAgent, Recurre
 from rlfast.algos.speed import set_speed
 from rlfast.algos.ppo import LOSS_NAMES, PPOLoss, adapt_lr
 from rlfast.algos.launch import launch
-from rlfast.algos.pbt import PBTArgs, Population, adopt, tuned, with_hparams
+from rlfast.algos.pbt import PBTArgs, Population, Step, adopt, tuned, with_hparams
 from rlfast.algos.run import Run
 from rlfast.algos.runargs import CNNArgs, RunArgs, usage_error, vector_obs_size
 from rlfast.algos.appo_sampler import PublishedWeights, Sampler
@@ -235,20 +235,27 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
             if population:  # each member's PBT step, when due: maybe another's weights, new hyperparameters
                 for k, m in enumerate(members):
                     population.record(k, episodes[k][1][0].tolist())
-                    step = population.learned(k, args.batch_size)
-                    if step is None:
-                        continue
-                    if step.replaced:
-                        source = members[step.source]
-                        adopt(m.agent, m.optimizer, source.agent, source.optimizer)
-                        samplers[k].weights.publish(m.agent, m.version, end_of_batch=True)
-                    m.args = with_hparams(m.args, m.optimizer, step.after)
-                    print(step.describe(), flush=True)
+                    if (step := population.learned(k, args.batch_size)) is not None:
+                        take_pbt_step(step, members, samplers[k].weights)
+                        print(step.describe(), flush=True)
                 scalars.update(population.scalars())
             run.end_iteration(args.batch_size * P, scalars, tuple(torch.cat(parts, 1) for parts in zip(*episodes)))
     if population and run.exit_code == 0:
         print(population.summary(f"python scripts/evaluate.py {run.run_dir} --policy"), flush=True)
     return run.exit_code
+
+
+def take_pbt_step(step: Step, members: list[Member], weights: PublishedWeights) -> None:
+    """What a member's PBT step decided (rlfast/algos/pbt.py): the weights and Adam state of the member it takes them
+    from, published to its sampler (``weights``), and its new hyperparameters; nothing when it was left alone."""
+    if step.source is None:
+        return
+    m = members[step.member]
+    if step.replaced:
+        source = members[step.source]
+        adopt(m.agent, m.optimizer, source.agent, source.optimizer)
+        weights.publish(m.agent, m.version, end_of_batch=True)
+    m.args = with_hparams(m.args, m.optimizer, step.after)
 
 
 def member_name(name: str, k: int) -> str:
