@@ -94,15 +94,22 @@ def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> tor
     """The network for these spaces: the Nature CNN for stacked 84x84 uint8 frames, Sample Factory's convnet_simple
     for a Dict of frames and a vector (``dict_layout``), else the 64-64 tanh MLP (scripts/evaluate.py rebuilds it
     from a checkpoint with this)."""
-    if not isinstance(action_space, gym.spaces.Discrete):
-        raise usage_error(f"{args.env_id} has a {type(action_space).__name__} action space; appo.py needs Discrete")
-    if isinstance(obs_space, gym.spaces.Dict):
+    if isinstance(obs_space, gym.spaces.Dict):  # convnet_simple: Discrete or MultiDiscrete actions
         frames, vector = dict_layout(args.env_id, obs_space)
         if args.recurrent != "none":
             raise usage_error(f"--recurrent {args.recurrent}: the recurrent core follows the Nature CNN; "
                               f"{args.env_id}'s Dict observations train with convnet_simple, feed-forward")  # fmt: skip
+        if isinstance(action_space, gym.spaces.MultiDiscrete) and action_space.nvec.ndim == 1:
+            actions = tuple(int(n) for n in action_space.nvec)
+        elif isinstance(action_space, gym.spaces.Discrete):
+            actions = int(action_space.n)
+        else:
+            raise usage_error(f"{args.env_id} has a {type(action_space).__name__} action space; appo.py needs "
+                              "Discrete (or, with Dict observations, a 1-d MultiDiscrete)")  # fmt: skip
         size = int(obs_space[vector].shape[0]) if vector else 0
-        return ConvSimpleAgent(tuple(obs_space[frames].shape), int(action_space.n), size, frames, vector or "")
+        return ConvSimpleAgent(tuple(obs_space[frames].shape), actions, size, frames, vector or "")
+    if not isinstance(action_space, gym.spaces.Discrete):
+        raise usage_error(f"{args.env_id} has a {type(action_space).__name__} action space; appo.py needs Discrete")
     if isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 3:
         if tuple(obs_space.shape[1:]) != (84, 84) or obs_space.dtype != np.uint8:
             raise usage_error(f"{args.env_id} observations are {tuple(obs_space.shape)} {obs_space.dtype}; the Nature "

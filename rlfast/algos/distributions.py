@@ -34,3 +34,25 @@ def categorical(
     logprob = logp.gather(-1, action.long().unsqueeze(-1)).squeeze(-1)
     entropy = -(probs * logp).sum(-1)
     return action, logprob, entropy
+
+
+def multi_categorical(
+    logits: torch.Tensor, heads: tuple[int, ...], action: Optional[torch.Tensor] = None,
+    noise: Optional[torch.Tensor] = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
+    """A MultiDiscrete policy: independent categoricals over the ``heads`` slices of ``logits`` [N, sum(heads)], as
+    ``categorical`` each; the log-probabilities and entropies add up.
+
+    Args:
+        action: [N, H] actions to score (whole numbers, any dtype); sampled when None.
+        noise: [N, sum(heads)] uniform [0, 1) numbers to sample with (see ``categorical``).
+
+    Returns:
+        ``(action [N, H] float32 (the pool takes MultiDiscrete actions as float rows of whole numbers), logprob [N],
+        entropy [N])``."""
+    parts = logits.split(heads, -1)
+    noises = noise.split(heads, -1) if noise is not None else (None,) * len(heads)
+    outs = [categorical(part, None if action is None else action[:, i], part_noise)
+            for i, (part, part_noise) in enumerate(zip(parts, noises))]  # fmt: skip
+    actions = torch.stack([a for a, _, _ in outs], 1).float()
+    return actions, sum(lp for _, lp, _ in outs), sum(e for _, _, e in outs)

@@ -5,12 +5,12 @@ stacked Atari frames, ``RecurrentNatureCNNAgent`` with an LSTM or GRU core), eac
 ``FrameNet`` (rlfast/algos/speed.py: its CPU speed options)."""
 
 import math
-from typing import Optional
+from typing import Optional, Union
 
 import torch
 from torch import nn
 
-from rlfast.algos.distributions import categorical
+from rlfast.algos.distributions import categorical, multi_categorical
 from rlfast.algos.speed import FrameNet
 
 M = nn.Module
@@ -216,13 +216,17 @@ class ConvSimpleAgent(nn.Module):
     ``sf_examples/vizdoom/doom/doom_model.py``). Initialization: CleanRL's orthogonal one (as the other nets here).
 
     Observations are a dict, a ``gym.spaces.Dict`` env's as the pool gives them: ``frames_key`` [N, C, H, W] uint8
-    and, if ``measurements`` > 0, ``measurements_key`` [N, M] float32."""
+    and, if ``measurements`` > 0, ``measurements_key`` [N, M] float32. ``num_actions``: a Discrete space's n, or a
+    MultiDiscrete space's nvec as a tuple (one categorical head per entry, Sample Factory's tuple of discrete
+    actions; actions then [N, H] float32 whole numbers, as the pool takes them)."""
 
     CONVS = ((32, 8, 4), (64, 4, 2), (128, 3, 2))
 
-    def __init__(self, frame_shape: tuple[int, int, int], num_actions: int, measurements: int = 0,
-                 frames_key: str = "obs", measurements_key: str = "measurements") -> None:  # fmt: skip
+    def __init__(self, frame_shape: tuple[int, int, int], num_actions: Union[int, tuple[int, ...]],
+                 measurements: int = 0, frames_key: str = "obs",
+                 measurements_key: str = "measurements") -> None:  # fmt: skip
         super().__init__()
+        self.heads = tuple(int(n) for n in num_actions) if isinstance(num_actions, tuple) else None
         c, h, w = frame_shape
         self.frames_key, self.measurements_key = frames_key, measurements_key
         layers, channels = [], c
@@ -238,7 +242,7 @@ class ConvSimpleAgent(nn.Module):
             self.measurements = nn.Sequential(layer_init(nn.Linear(measurements, 128)), nn.ELU(),
                                               layer_init(nn.Linear(128, 128)), nn.ELU())  # fmt: skip
         hidden = 512 + 128 * bool(measurements)
-        self.actor = layer_init(nn.Linear(hidden, num_actions), std=0.01)
+        self.actor = layer_init(nn.Linear(hidden, sum(self.heads) if self.heads else num_actions), std=0.01)
         self.critic = layer_init(nn.Linear(hidden, 1), std=1.0)
 
     def hidden(self, x: dict) -> torch.Tensor:
@@ -255,9 +259,19 @@ class ConvSimpleAgent(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """-> (action [N], logprob [N], entropy [N], value [N]), as ``NatureCNNAgent``'s."""
         hidden = self.hidden(x)
-        action, logprob, entropy = categorical(self.actor(hidden), action, noise)
+        action, logprob, entropy = self._policy(self.actor(hidden), action, noise)
         return action, logprob, entropy, self.critic(hidden).squeeze(-1)
+
+    def _policy(self, logits: torch.Tensor, action: Optional[torch.Tensor] = None,
+                noise: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
+        if self.heads is None:
+            return categorical(logits, action, noise)
+        return multi_categorical(logits, self.heads, action, noise)
 
     def act(self, x: dict, greedy: bool = False) -> torch.Tensor:
         logits = self.actor(self.hidden(x))
-        return logits.argmax(-1) if greedy else categorical(logits)[0]
+        if not greedy:
+            return self._policy(logits)[0]
+        if self.heads is None:
+            return logits.argmax(-1)
+        return torch.stack([part.argmax(-1) for part in logits.split(self.heads, -1)], 1).float()

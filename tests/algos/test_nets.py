@@ -358,5 +358,12 @@ def test_conv_simple_agent_takes_frames_of_any_size_and_a_vector():
     plain = ConvSimpleAgent((1, 48, 84), 3, frames_key="screen")
     assert plain.measurements is None and plain.actor.in_features == 512
     assert plain.get_value({"screen": torch.zeros(2, 1, 48, 84, dtype=torch.uint8)}).shape == (2,)
+    multi = ConvSimpleAgent((3, 72, 128), (3, 2), measurements=23)  # MultiDiscrete([3, 2]): two heads
+    assert multi.actor.out_features == 5
+    action, logprob, _, _ = multi.get_action_and_value(obs)
+    assert action.shape == (4, 2) and action.dtype == torch.float32 and logprob.shape == (4,)
+    greedy = multi.act(obs, greedy=True)
+    logits = multi.actor(multi.hidden(obs))
+    assert torch.equal(greedy, torch.stack((logits[:, :3].argmax(1), logits[:, 3:].argmax(1)), 1).float())
     with pytest.raises(ValueError, match="frames of 30x84 are too small for convnet_simple"):
         ConvSimpleAgent((1, 30, 84), 3)

@@ -102,6 +102,23 @@ def test_categorical_matches_torch_distribution():
     torch.testing.assert_close(lp, dist.log_prob(sampled))
 
 
+def test_multi_categorical_is_independent_heads_as_torch_scores_them():
+    """MultiDiscrete([3, 2]): the log-probability and entropy add over the heads; actions are float rows."""
+    from rlfast.algos.distributions import multi_categorical
+
+    g = torch.Generator().manual_seed(1)
+    logits = torch.randn(32, 5, generator=g)
+    actions = torch.stack((torch.randint(0, 3, (32,), generator=g), torch.randint(0, 2, (32,), generator=g)), 1)
+    heads = [torch.distributions.Categorical(logits=part) for part in logits.split((3, 2), -1)]
+    a, logprob, entropy = multi_categorical(logits, (3, 2), actions.float())
+    torch.testing.assert_close(logprob, heads[0].log_prob(actions[:, 0]) + heads[1].log_prob(actions[:, 1]))
+    torch.testing.assert_close(entropy, heads[0].entropy() + heads[1].entropy())
+    assert a.dtype == torch.float32 and torch.equal(a, actions.float())
+    sampled, lp, _ = multi_categorical(logits, (3, 2), noise=torch.rand(32, 5, generator=g))
+    assert sampled.shape == (32, 2) and sampled[:, 0].max() < 3 and sampled[:, 1].max() < 2
+    torch.testing.assert_close(lp, multi_categorical(logits, (3, 2), sampled)[1])
+
+
 def test_categorical_sampling_frequencies():
     torch.manual_seed(0)
     probs = torch.tensor([0.1, 0.6, 0.3])

@@ -145,3 +145,14 @@ def test_rewards_sample_factory_s_or_the_scenario_s_own():
     basic.reset(seed=0)
     assert basic.step(0)[1] == pytest.approx(-0.04)
     basic.close()
+
+
+def test_appo_trains_a_multidiscrete_scenario_and_evaluates_it(run, tmp_path):
+    """DefendCenter's MultiDiscrete([3, 2]) through convnet_simple's two heads: a short run and evaluate.py."""
+    proc = run("appo.py", "--env-id", "rlfast.vizdoom:DoomDefendCenter-v0", "--num-envs", "4", "--trajectory-length",
+               "8", "--batch-size", "64", "--total-timesteps", "256", "--torch-threads", "1", "--runs-dir", "runs",
+               cwd=tmp_path, timeout=240)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    proc = run("evaluate.py", str(run_dir), "--episodes", "2", cwd=tmp_path, timeout=240)
+    assert proc.returncode == 0 and "greedy policy" in proc.stdout, proc.stdout + proc.stderr
