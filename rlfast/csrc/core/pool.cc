@@ -562,39 +562,38 @@ void Pool::CheckIdle(int env_id, const char* what) const {
   }
 }
 
+Pool::Hold::Hold(Pool* pool, const std::vector<int32_t>& ids, const char* what) : pool_(pool), ids_(ids) {
+  std::lock_guard<std::mutex> lock(pool->book_mutex_);
+  if (pool->closed_) throw PoolStateError(std::string(what) + ": the pool is closed");
+  ++pool->send_count_;  // a fresh stamp: an env id twice in ids is refused
+  for (int32_t id : ids) {
+    pool->CheckIdle(id, what);
+    if (pool->stamp_[id] == pool->send_count_) {
+      throw BadValue(std::string(what) + ": env id " + std::to_string(id) + " appears more than once");
+    }
+    pool->stamp_[id] = pool->send_count_;
+  }
+  // Held as in flight, without the lock: Reseed's `poll` takes the GIL, and a Python thread holding the GIL
+  // may be waiting for this lock in send().
+  for (int32_t id : ids) pool->in_flight_[id] = 1;
+}
+
+Pool::Hold::~Hold() {
+  std::lock_guard<std::mutex> lock(pool_->book_mutex_);
+  for (int32_t id : ids_) pool_->in_flight_[id] = 0;
+}
+
 void Pool::Reseed(const std::vector<int32_t>& env_ids, const std::vector<uint64_t>& seeds,
                   const std::function<void()>& poll) {
   std::vector<int32_t> ids = env_ids;
   if (ids.empty()) {
     for (int i = 0; i < config_.num_envs; ++i) ids.push_back(i);
   }
-  {
-    std::lock_guard<std::mutex> lock(book_mutex_);
-    if (closed_) throw PoolStateError("the pool is closed");
-    if (seeds.size() != ids.size()) {
-      throw BadValue("reseed needs one seed per env (" + std::to_string(ids.size()) + "), got " +
-                     std::to_string(seeds.size()));
-    }
-    ++send_count_;
-    for (int32_t id : ids) {
-      CheckIdle(id, "seed");
-      if (stamp_[id] == send_count_) {
-        throw BadValue("seed: env id " + std::to_string(id) + " appears more than once");
-      }
-      stamp_[id] = send_count_;
-    }
-    // Held as in flight while reseeding, without the lock: `poll` takes the GIL, and a
-    // Python thread holding the GIL may be waiting for this lock in send().
-    for (int32_t id : ids) in_flight_[id] = 1;
+  if (seeds.size() != ids.size()) {
+    throw BadValue("reseed needs one seed per env (" + std::to_string(ids.size()) + "), got " +
+                   std::to_string(seeds.size()));
   }
-  struct Release {  // marks the envs idle again however ParallelFor ends
-    Pool* pool;
-    const std::vector<int32_t>& ids;
-    ~Release() {
-      std::lock_guard<std::mutex> lock(pool->book_mutex_);
-      for (int32_t id : ids) pool->in_flight_[id] = 0;
-    }
-  } release{this, ids};
+  Hold hold(this, ids, "seed");
   // An Atari env reloads its ROM to reseed: worth the builder threads for large pools.
   ParallelFor(static_cast<int>(ids.size()), [&](int i) { SeedEnv(ids[i], seeds[i]); }, poll);
 }
@@ -603,27 +602,7 @@ void Pool::Render(const std::vector<int32_t>& env_ids, uint8_t* out) {
   const std::vector<int64_t> shape = RenderShape();
   if (shape.empty()) throw std::logic_error(task_id_ + " does not render");
   const int64_t frame_bytes = shape[0] * shape[1] * shape[2];
-  {
-    std::lock_guard<std::mutex> lock(book_mutex_);
-    if (closed_) throw PoolStateError("render: the pool is closed");
-    ++send_count_;  // a fresh stamp: an env id twice in env_ids is refused
-    for (int32_t id : env_ids) {
-      CheckIdle(id, "render");
-      if (stamp_[id] == send_count_) {
-        throw BadValue("render: env id " + std::to_string(id) + " appears more than once");
-      }
-      stamp_[id] = send_count_;
-    }
-    for (int32_t id : env_ids) in_flight_[id] = 1;  // held busy while rendering, without the lock
-  }
-  struct Release {  // marks the envs idle again however rendering ends
-    Pool* pool;
-    const std::vector<int32_t>& ids;
-    ~Release() {
-      std::lock_guard<std::mutex> lock(pool->book_mutex_);
-      for (int32_t id : ids) pool->in_flight_[id] = 0;
-    }
-  } release{this, env_ids};
+  Hold hold(this, env_ids, "render");
   for (std::size_t i = 0; i < env_ids.size(); ++i) {
     RenderEnv(env_ids[i], out + static_cast<int64_t>(i) * frame_bytes);
   }

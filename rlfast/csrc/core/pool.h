@@ -248,6 +248,21 @@ class Pool {
   int final_obs_field_ = -1;  // the first of num_obs_fields_ (same-step autoreset), else -1
 
  private:
+  /// Holds idle envs busy (as in flight) while Reseed or Render works on them without book_mutex_: checks, under
+  /// it, that the pool is open and each env idle and named once (errors start with `what`); the destructor
+  /// marks them idle again, however the work ends.
+  class Hold {
+   public:
+    Hold(Pool* pool, const std::vector<int32_t>& ids, const char* what);
+    ~Hold();
+    Hold(const Hold&) = delete;
+    Hold& operator=(const Hold&) = delete;
+
+   private:
+    Pool* pool_;
+    const std::vector<int32_t>& ids_;
+  };
+
   /// Recv's wait: the index of the next complete block. Runs queued work meanwhile under
   /// work_in_recv; calls `poll` every 50 ms.
   int WaitBlock(const std::function<void()>& poll);
