@@ -232,7 +232,9 @@ def curve(path: Path, window: int) -> dict:
         s0, t0 = (iter_steps[i - 1], seconds[i - 1]) if i else (0, 0.0)
         return t0 + (seconds[i] - t0) * (step - s0) / max(iter_steps[i] - s0, 1)
 
-    episodes = sorted((e.step, e.value) for e in scalars("charts/episodic_return"))
+    # In logging order within a step (a stable sort on the step alone): APPO logs a batch's episodes at one step, and
+    # ordering them by value too would put the best last, in every window.
+    episodes = [(e.step, e.value) for e in sorted(scalars("charts/episodic_return"), key=lambda e: e.step)]
     points, recent = [], []
     for step, ret in episodes:
         recent = (recent + [ret])[-window:]
@@ -287,7 +289,7 @@ def equal_steps(groups: Sequence[tuple[str, dict]]) -> list[str]:
     while len(kept := [m for m in marks if m % (k * grid) == 0]) > MAX_MARKS:
         k += 1
     marks = kept
-    cell = lambda at, m: fmt(at.get(str(m)), ".1f")  # noqa: E731
+    cell = lambda at, m: fmt_return(at.get(str(m)))  # noqa: E731
     head = [f"{m / 1e6:g}M" if m >= 100_000 else f"{m:,}" for m in marks]
     return ["", "Windowed mean at equal steps (the last full window ending at or before each mark, from every episode):",
             "", "| run | " + " | ".join(head) + " |", "|---|" + "---|" * len(marks)] + [
@@ -311,6 +313,11 @@ def fmt(x: Optional[float], spec: str = ",.0f") -> str:
     return "-" if x is None else format(x, spec)
 
 
+def fmt_return(x: Optional[float]) -> str:
+    """A return with the digits its size needs: 5,091 / 17.6 / 0.82."""
+    return fmt(x, ",.0f" if x is not None and abs(x) >= 100 else ".1f" if x is not None and abs(x) >= 10 else ".2f")
+
+
 def report(args: Args, out: Path) -> dict:
     """Reads every seed's run, writes curves.json, table.md and curves.png, prints the table."""
     label = args.label or f"{args.script}" + (f" --config {args.config}" if args.config else " (defaults)")
@@ -326,7 +333,7 @@ def report(args: Args, out: Path) -> dict:
             runs[seed] = curve(path, args.window)
             placed = out / "logs" / f"seed{seed}.json"
             runs[seed]["placement"] = json.loads(placed.read_text()) if placed.exists() else None
-    to_it = f"steps to {args.threshold:,.0f} | minutes to it | " if args.threshold is not None else ""
+    to_it = f"steps to {args.threshold:,g} | minutes to it | " if args.threshold is not None else ""
     rows = [f"{label} on {args.env_id}, mean return of the last {args.window} training episodes (final: at the end; "
             f"last 10%: averaged over the last 10% of the steps; best: the highest); machine: {machines(runs)}", "",
             "| seed | steps | final | last 10% | best | " + to_it + "steps/s | cores | status |",
@@ -335,7 +342,8 @@ def report(args: Args, out: Path) -> dict:
         if args.threshold is not None:
             r["to_threshold"] = dict(zip(("steps", "seconds"), first_reaching(r["_points"], args.threshold)))
             r["to_threshold"]["threshold"] = args.threshold
-        cells = [str(seed), f"{r['steps']:,}", fmt(r["final"]), fmt(r["last_tenth"]), fmt(r["best"])]
+        cells = [str(seed), f"{r['steps']:,}", fmt_return(r["final"]), fmt_return(r["last_tenth"]),
+                 fmt_return(r["best"])]
         if args.threshold is not None:
             t = r["to_threshold"]
             cells += [fmt(t["steps"]), fmt(t["seconds"] / 60 if t["seconds"] is not None else None, ".1f")]
@@ -354,8 +362,8 @@ def report(args: Args, out: Path) -> dict:
                          f" {statistics.median(t['seconds'] for t in hits) / 60:.1f} |")  # fmt: skip
             else:
                 reach = f" {len(hits)} of {len(runs)} seeds reached it | |"
-        rows.append(f"| median | | {statistics.median(finals):,.0f} | {statistics.median(tenths):,.0f} | "
-                    f"{statistics.median(bests):,.0f} |{reach} | | |")  # fmt: skip
+        rows.append(f"| median | | {fmt_return(statistics.median(finals))} | {fmt_return(statistics.median(tenths))} | "
+                    f"{fmt_return(statistics.median(bests))} |{reach} | | |")  # fmt: skip
     compared = [json.loads((Path(c) / "curves.json").read_text()) for c in args.compare]
     if compared:
         rows += ["", "Beside (the same summary of other runs, from their curves.json):"]

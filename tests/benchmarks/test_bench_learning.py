@@ -105,15 +105,31 @@ def test_equal_steps_marks_and_table(load_bench):
     theirs = {"1": {"steps": 1000, "at": {"500": 1.0, "1000": 3.0}}, "2": {"curve": {}}}  # 2: an older curves.json
     marks, rows = columns(bl.equal_steps([("", ours), ("fp32, ", theirs)]))
     assert marks == list(range(200, 1901, 200))  # 18 marks held: every 2nd, at most 12 columns
-    assert rows[0] == "| seed 1 | -5.0 | -4.0 | -4.0 | -4.0 | 2.5 | 2.5 | 2.5 | 2.5 | 2.5 |"
-    assert rows[1] == "| fp32, seed 1 | - | - | - | - | 3.0 | - | - | - | - |" and len(rows) == 2
+    assert rows[0] == "| seed 1 | -5.00 | -4.00 | -4.00 | -4.00 | 2.50 | 2.50 | 2.50 | 2.50 | 2.50 |"
+    assert rows[1] == "| fp32, seed 1 | - | - | - | - | 3.00 | - | - | - | - |" and len(rows) == 2
     # a run stopped at 330 steps (marked every 10) beside a longer one (every 100): the columns keep the
     # longer run's grid, evenly spaced, rather than 60, 120, ... 300 then 600, 900
     stopped = {"1": {"steps": 330, "at": bl.at_marks([(50, 0.0, -9.0), (290, 0.0, -7.0)], 330)}}
     assert len(stopped["1"]["at"]) == 29  # 50, 60, ... 330
     marks, rows = columns(bl.equal_steps([("", stopped), ("bf16, ", ours)]))
     assert marks == list(range(200, 1901, 200))
-    assert rows[0] == "| seed 1 | -9.0 | - | - | - | - | - | - | - | - |"
+    assert rows[0] == "| seed 1 | -9.00 | - | - | - | - | - | - | - | - |"
+    assert [bl.fmt_return(x) for x in (5091.4, -17.63, 0.824, None)] == ["5,091", "-17.6", "0.82", "-"]
+
+
+def test_episodes_logged_at_one_step_keep_their_order_in_the_window(load_bench, tmp_path):
+    """APPO logs a batch's episodes at one step: the window takes them in logging order, not sorted by value (which
+    would put a batch's best last and raise every windowed mean)."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    bl = load_bench("bench_learning.py")
+    writer = SummaryWriter(str(tmp_path))
+    for i in range(40):  # 1, 0, 1, 0, ...: any 20 in a row average 0.5; sorted by value, the last 20 would be 1s
+        writer.add_scalar("charts/episodic_return", float(i % 2 == 0), 1024)
+    writer.add_scalar("charts/SPS", 100.0, 1024)
+    writer.close()
+    run = bl.curve(tmp_path, 20)
+    assert run["final"] == pytest.approx(0.5) and run["best"] == pytest.approx(0.5)
 
 
 def columns(lines: list[str]) -> tuple[list[int], list[str]]:
