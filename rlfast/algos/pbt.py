@@ -97,9 +97,9 @@ class PBTArgs(Flags):
         return problems
 
 
-def tuned(cfg: PBTArgs) -> tuple[str, ...]:
+def tuned(args: PBTArgs) -> tuple[str, ...]:
     """The hyperparameters this population tunes."""
-    return HYPERPARAMS + ("gamma",) * cfg.pbt_optimize_gamma
+    return HYPERPARAMS + ("gamma",) * args.pbt_optimize_gamma
 
 
 def parse_set(item: str, population: int, names: Sequence[str]) -> tuple[int, str, float]:
@@ -201,24 +201,24 @@ class Population:
     """The population's bookkeeping: each member's hyperparameters, env steps learned from, recent episode returns
     and last PBT step, and the random draws of the rules; ``state_dict`` / ``load_state_dict`` for the checkpoint."""
 
-    def __init__(self, cfg: PBTArgs, defaults: Mapping[str, float], seed: int) -> None:
-        self.cfg, self.defaults = cfg, dict(defaults)
-        n = cfg.pbt_population
+    def __init__(self, args: PBTArgs, defaults: Mapping[str, float], seed: int) -> None:
+        self.args, self.defaults = args, dict(defaults)
+        n = args.pbt_population
         self.rng = random.Random(seed)
         self.hparams = [dict(self.defaults)] + [self._mutate(self.defaults) for _ in range(1, n)]
-        for item in cfg.pbt_set:
-            k, name, value = parse_set(item, n, tuned(cfg))
+        for item in args.pbt_set:
+            k, name, value = parse_set(item, n, tuned(args))
             self.hparams[k][name] = value
         self.steps = [0] * n
         """env steps each member has learned from"""
         self.last_step = [0] * n
         """each member's ``steps`` at its last PBT step"""
-        self.returns: list[deque] = [deque(maxlen=cfg.pbt_objective_episodes) for _ in range(n)]
+        self.returns: list[deque] = [deque(maxlen=args.pbt_objective_episodes) for _ in range(n)]
         self.replacements = 0
 
     def _mutate(self, hparams: Mapping[str, float]) -> dict[str, float]:
-        c = self.cfg
-        return mutate(hparams, self.defaults, self.rng, c.pbt_mutation_rate, c.pbt_perturb_min, c.pbt_perturb_max)
+        return mutate(hparams, self.defaults, self.rng, self.args.pbt_mutation_rate, self.args.pbt_perturb_min,
+                      self.args.pbt_perturb_max)  # fmt: skip
 
     def record(self, member: int, returns: Sequence[float]) -> None:
         """The raw returns of episodes ``member`` finished."""
@@ -232,16 +232,16 @@ class Population:
     def learned(self, member: int, steps: int) -> Optional[Step]:
         """``member`` has learned from ``steps`` more env steps: its PBT step if one is due (None otherwise, or while
         a member has no episode yet)."""
-        c = self.cfg
+        args = self.args
         self.steps[member] += steps
-        if self.steps[member] < c.pbt_start or self.steps[member] - self.last_step[member] < c.pbt_period:
+        if self.steps[member] < args.pbt_start or self.steps[member] - self.last_step[member] < args.pbt_period:
             return None
         self.last_step[member] = self.steps[member]
         objectives = [self.objective(k) for k in range(len(self.steps))]
         if any(o is None for o in objectives):
             return None
-        source = choose_source(member, objectives, c.pbt_replace_fraction, c.pbt_replace_gap,
-                               c.pbt_replace_gap_absolute, self.rng)  # fmt: skip
+        source = choose_source(member, objectives, args.pbt_replace_fraction, args.pbt_replace_gap,
+                               args.pbt_replace_gap_absolute, self.rng)  # fmt: skip
         before = dict(self.hparams[member])
         if source is not None:
             taken = self.hparams[source]
