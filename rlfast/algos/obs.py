@@ -1,12 +1,12 @@
 """Observations that are one tensor or a dict of tensors (a ``gym.spaces.Dict`` env's: the pool gives each key its own
 tensor, ``obs["screen"]`` [B, ...]), handled alike by the code that stores, moves and slices them."""
 
-from typing import Any, Callable, Mapping, Union
+from typing import Any, Callable, Mapping
 
 import gymnasium as gym
 import torch
 
-Obs = Union[torch.Tensor, Mapping[str, torch.Tensor]]
+from rlfast.pool import Obs
 
 
 def each(fn: Callable[..., Any], *xs: Any) -> Any:
@@ -35,7 +35,3 @@ def assign(dst: Obs, index: Any, src: Obs) -> None:
     """``dst[index] = src`` for each tensor."""
     each(lambda d, s: d.__setitem__(index, s), dst, src)
 
-
-def batch_size(obs: Obs) -> int:
-    """The first dimension (of any of a dict's tensors)."""
-    return next(iter(obs.values())).shape[0] if isinstance(obs, Mapping) else obs.shape[0]
