@@ -25,9 +25,11 @@ discrete actions, a Box of numbers through the MLP, or uint8 frames of shape (C,
 (the env does its own preprocessing: no lives, reward clipping or frame stack is added).
 
 ``--recurrent lstm`` (or ``gru``): the Nature CNN with an LSTM of 128 units (``RecurrentNatureCNNAgent``, as
-CleanRL's ppo_atari_lstm); the sampler keeps each env's state on the device by env id (the async pool returns
-envs in any order) and the policy zeroes it before an observation that starts an episode; each trajectory
-carries the state its first step acted from, and the learner unrolls it over the trajectory for V-trace.
+CleanRL's ppo_atari_lstm); for a Dict env, Sample Factory's whole Doom network, convnet_simple into a core of 512
+units (``RecurrentConvSimpleAgent``; ``gru`` is Sample Factory's default). The sampler keeps each env's state on the
+device by env id (the async pool returns envs in any order) and the policy zeroes it before an observation that
+starts an episode; each trajectory carries the state its first step acted from, and the learner unrolls it over the
+trajectory for V-trace.
 
 Profile: the learner's ``wait`` (for a batch) and ``train``; the sampler's ``env`` (recv and
 send), ``inference`` and ``storage`` are logged as ``perf/sampler_*``. For Atari,
@@ -48,7 +50,8 @@ from torch import nn
 
 from rlfast.algos.appo import APPOArgs, appo_loss, taken_logprobs, update_kl
 from rlfast.algos.episodes import Episodes
-from rlfast.algos.nets import ConvSimpleAgent, MLPAgent, NatureCNNAgent, RecurrentNatureCNNAgent
+from rlfast.algos.nets import (ConvSimpleAgent, MLPAgent, NatureCNNAgent, RecurrentConvSimpleAgent,
+                               RecurrentNatureCNNAgent)
 from rlfast.algos.speed import set_speed
 from rlfast.algos.ppo import LOSS_NAMES, PPOLoss, adapt_lr
 from rlfast.algos.launch import launch
@@ -75,7 +78,8 @@ class Args(APPOArgs, PBTArgs, CNNArgs, RunArgs):
     env with discrete actions (a gymnasium "module:Env-v0" id, a rlfast.load_env header)"""
     total_timesteps: int = 10000000
     recurrent: Literal["none", "lstm", "gru"] = "none"
-    """a recurrent core after the CNN (lstm: 128 units, as CleanRL's ppo_atari_lstm); Atari only"""
+    """a recurrent core after the CNN: stacked frames, 128 units (lstm: CleanRL's ppo_atari_lstm); a Dict env's
+    frames, 512 units (gru: Sample Factory's Doom network); not for vector observations"""
 
     def validate(self) -> list[str]:
         problems = super().validate()
@@ -92,13 +96,10 @@ class Args(APPOArgs, PBTArgs, CNNArgs, RunArgs):
 
 def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> torch.nn.Module:
     """The network for these spaces: the Nature CNN for stacked 84x84 uint8 frames, Sample Factory's convnet_simple
-    for a Dict of frames and a vector (``dict_layout``), else the 64-64 tanh MLP (scripts/evaluate.py rebuilds it
-    from a checkpoint with this)."""
+    for a Dict of frames and a vector (``dict_layout``), each with ``--recurrent``'s core if set, else the 64-64
+    tanh MLP (scripts/evaluate.py rebuilds it from a checkpoint with this)."""
     if isinstance(obs_space, gym.spaces.Dict):  # convnet_simple: Discrete or MultiDiscrete actions
         frames, vector = dict_layout(args.env_id, obs_space)
-        if args.recurrent != "none":
-            raise usage_error(f"--recurrent {args.recurrent}: the recurrent core follows the Nature CNN; "
-                              f"{args.env_id}'s Dict observations train with convnet_simple, feed-forward")  # fmt: skip
         if isinstance(action_space, gym.spaces.MultiDiscrete) and action_space.nvec.ndim == 1:
             actions = tuple(int(n) for n in action_space.nvec)
         elif isinstance(action_space, gym.spaces.Discrete):
@@ -107,6 +108,9 @@ def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> tor
             raise usage_error(f"{args.env_id} has a {type(action_space).__name__} action space; appo.py needs "
                               "Discrete (or, with Dict observations, a 1-d MultiDiscrete)")  # fmt: skip
         size = int(obs_space[vector].shape[0]) if vector else 0
+        if args.recurrent != "none":
+            return RecurrentConvSimpleAgent(tuple(obs_space[frames].shape), actions, size, frames, vector or "",
+                                            cell=args.recurrent)  # fmt: skip
         return ConvSimpleAgent(tuple(obs_space[frames].shape), actions, size, frames, vector or "")
     if not isinstance(action_space, gym.spaces.Discrete):
         raise usage_error(f"{args.env_id} has a {type(action_space).__name__} action space; appo.py needs Discrete")

@@ -1,6 +1,7 @@
 """Networks the trainers share: CleanRL's orthogonal initialization, its tanh MLP, and its two
 discrete-action actor-critics (``MLPAgent`` for vector observations, ``NatureCNNAgent`` for
-stacked Atari frames, ``RecurrentNatureCNNAgent`` with an LSTM or GRU core), each with ``get_value``,
+stacked Atari frames, ``RecurrentNatureCNNAgent`` with an LSTM or GRU core; Sample Factory's Doom network,
+``ConvSimpleAgent`` and ``RecurrentConvSimpleAgent``, for a Dict of frames and measurements), each with ``get_value``,
 ``get_action_and_value`` and ``act`` (the ``Policy`` contract of ``scripts/evaluate.py``). The CNN's layers are a
 ``FrameNet`` (rlfast/algos/speed.py: its CPU speed options)."""
 
@@ -110,94 +111,125 @@ class NatureCNNAgent(nn.Module):
         return logits.argmax(-1) if greedy else categorical(logits)[0]
 
 
-class RecurrentNatureCNNAgent(nn.Module):
-    """CleanRL's ppo_atari_lstm network: the Nature CNN trunk, a recurrent core (an LSTM of 128 units, or a GRU)
-    over its 512 features, and a linear actor and critic on the core's output.
+def recurrent_core(cell: str, input_size: int, hidden_size: int) -> nn.Module:
+    """One layer of ``nn.LSTM`` (cell "lstm") or ``nn.GRU`` ("gru"), initialized as CleanRL's ppo_atari_lstm
+    initializes its LSTM: orthogonal weights (gain 1), zero biases."""
+    if cell not in RECURRENT_CELLS:
+        raise ValueError(f"cell must be one of {RECURRENT_CELLS}, got {cell!r}")
+    core = (nn.LSTM if cell == "lstm" else nn.GRU)(input_size, hidden_size)
+    for name, param in core.named_parameters():
+        if "bias" in name:
+            nn.init.constant_(param, 0)
+        else:
+            nn.init.orthogonal_(param, 1.0)
+    return core
 
-    The recurrent state of N envs is one tensor [N, S, H] (S = 2 for an LSTM's h and c, 1 for a GRU), so that
-    a trainer keeps it per env id and indexes it like any other per-env tensor; it is zeroed before an
-    observation that starts an episode (``starts``), as CleanRL multiplies it by ``1 - done``. Observations
-    come time-major, [T * N, ...] with row ``t * N + i`` env i's at step t: acting is T = 1, training unrolls
-    whole rollouts from the state stored at their start."""
 
-    CELLS = ("lstm", "gru")
+RECURRENT_CELLS = ("lstm", "gru")
 
-    def __init__(self, in_channels: int, num_actions: int, cell: str = "lstm", hidden_size: int = 128) -> None:
-        super().__init__()
-        if cell not in self.CELLS:
-            raise ValueError(f"cell must be one of {self.CELLS}, got {cell!r}")
-        self.cell, self.hidden_size = cell, hidden_size
-        self.network = nature_cnn(in_channels)
-        self.core = (nn.LSTM if cell == "lstm" else nn.GRU)(512, hidden_size)
-        for name, param in self.core.named_parameters():  # CleanRL's initialization of its LSTM
-            if "bias" in name:
-                nn.init.constant_(param, 0)
-            else:
-                nn.init.orthogonal_(param, 1.0)
-        self.actor = layer_init(nn.Linear(hidden_size, num_actions), std=0.01)
-        self.critic = layer_init(nn.Linear(hidden_size, 1), std=1.0)
+
+def unroll(core: nn.Module, features: torch.Tensor, state: torch.Tensor,
+           starts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    """``core`` (``recurrent_core``'s) over features [T * N, F], time-major (row ``t * N + i``: env i at step t), from
+    state [N, S, H] (S = 2 for an LSTM's h and c, 1 for a GRU) before step 0, zeroed before each row where ``starts``
+    [T * N] is true -> (the outputs [T * N, H], the state after step T - 1).
+
+    The cell is ``nn.LSTM``'s (``nn.GRU``'s) own equations on its own parameters, written out: the input projection
+    of all T steps is one matrix product, then one small product per step. (Through ``nn.LSTM``, one call per step
+    since the state is reset within sequences, oneDNN's RNN kernels took 30 ms forward and 80 ms backward per step of
+    2 envs on the 2-core CPU.)"""
+    n = state.shape[0]
+    gates_x = torch.addmm(core.bias_ih_l0, features, core.weight_ih_l0.t()).view(-1, n, core.weight_ih_l0.shape[0])
+    keep = (~starts.bool()).to(features.dtype).view(-1, n, 1)
+    lstm = isinstance(core, nn.LSTM)
+    h, c = state[:, 0], state[:, 1] if lstm else None
+    outputs = []
+    for gx, k in zip(gates_x.unbind(0), keep.unbind(0)):  # unbind: one backward op for all steps
+        h = h * k
+        gates_h = torch.addmm(core.bias_hh_l0, h, core.weight_hh_l0.t())
+        if c is not None:
+            i, f, g, o = (gx + gates_h).chunk(4, 1)
+            c = torch.sigmoid(f) * (c * k) + torch.sigmoid(i) * torch.tanh(g)
+            h = torch.sigmoid(o) * torch.tanh(c)
+        else:
+            (rx, zx, nx), (rh, zh, nh) = gx.chunk(3, 1), gates_h.chunk(3, 1)
+            r, z = torch.sigmoid(rx + rh), torch.sigmoid(zx + zh)
+            h = (1 - z) * torch.tanh(nx + r * nh) + z * h
+        outputs.append(h)
+    final = torch.stack((h, c), 1) if lstm else h.unsqueeze(1)
+    return torch.stack(outputs).flatten(0, 1), final
+
+
+class RecurrentPolicy:
+    """The recurrent half of an actor-critic whose subclass has ``hidden(x)`` (the encoder's features of [T * N]
+    observations, time-major), a ``core`` (``recurrent_core``'s) and linear ``actor`` and ``critic`` on its output,
+    and ``_policy(logits, action, noise)`` (the action distribution). The recurrent state of N envs is one tensor
+    [N, S, H], so that a trainer keeps it per env id and indexes it like any other per-env tensor; it is zeroed
+    before an observation that starts an episode (``starts``), as CleanRL multiplies it by ``1 - done``. Acting is
+    T = 1; training unrolls whole rollouts from the state stored at their start."""
 
     def initial_state(self, n: int, device: Optional[torch.device] = None) -> torch.Tensor:
         """Zeros [n, S, H]: the state of n envs before their first observation."""
-        return torch.zeros((n, 2 if self.cell == "lstm" else 1, self.hidden_size), device=device)
+        return torch.zeros((n, 2 if isinstance(self.core, nn.LSTM) else 1, self.core.hidden_size), device=device)
 
-    def unroll(self, x: torch.Tensor, state: torch.Tensor, starts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """x: [T * N, C, 84, 84] uint8, time-major; state: [N, S, H] before step 0; starts: [T * N], true where the
-        observation starts an episode -> (the core's outputs [T * N, H], the state after step T - 1).
+    def unroll(self, x, state: torch.Tensor, starts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Observations x [T * N, ...] (time-major), state [N, S, H] before step 0, starts [T * N] -> (the core's
+        outputs [T * N, H], the state after step T - 1): ``unroll`` on the encoder's features."""
+        return unroll(self.core, self.hidden(x), state, starts)
 
-        The cell is ``nn.LSTM``'s (``nn.GRU``'s) own equations on its own parameters, written out: the input
-        projection of all T steps is one matrix product, then one small product per step. (Through ``nn.LSTM``,
-        one call per step since the state is reset within sequences, oneDNN's RNN kernels took 30 ms forward and
-        80 ms backward per step of 2 envs on the 2-core CPU.)"""
-        n, core = state.shape[0], self.core
-        features = self.network(x)
-        gates_x = torch.addmm(core.bias_ih_l0, features, core.weight_ih_l0.t()).view(-1, n, core.weight_ih_l0.shape[0])
-        keep = (~starts.bool()).to(features.dtype).view(-1, n, 1)
-        lstm = self.cell == "lstm"
-        h, c = state[:, 0], state[:, 1] if lstm else None
-        outputs = []
-        for gx, k in zip(gates_x.unbind(0), keep.unbind(0)):  # unbind: one backward op for all steps
-            h = h * k
-            gates_h = torch.addmm(core.bias_hh_l0, h, core.weight_hh_l0.t())
-            if c is not None:
-                i, f, g, o = (gx + gates_h).chunk(4, 1)
-                c = torch.sigmoid(f) * (c * k) + torch.sigmoid(i) * torch.tanh(g)
-                h = torch.sigmoid(o) * torch.tanh(c)
-            else:
-                (rx, zx, nx), (rh, zh, nh) = gx.chunk(3, 1), gates_h.chunk(3, 1)
-                r, z = torch.sigmoid(rx + rh), torch.sigmoid(zx + zh)
-                h = (1 - z) * torch.tanh(nx + r * nh) + z * h
-            outputs.append(h)
-        final = torch.stack((h, c), 1) if lstm else h.unsqueeze(1)
-        return torch.stack(outputs).flatten(0, 1), final
-
-    def get_value(self, x: torch.Tensor, state: torch.Tensor, starts: torch.Tensor) -> torch.Tensor:
+    def get_value(self, x, state: torch.Tensor, starts: torch.Tensor) -> torch.Tensor:
         """V of each observation: [T * N]."""
         return self.critic(self.unroll(x, state, starts)[0]).squeeze(-1)
 
     def get_action_and_value(
-        self, x: torch.Tensor, state: torch.Tensor, starts: torch.Tensor, action: Optional[torch.Tensor] = None,
+        self, x, state: torch.Tensor, starts: torch.Tensor, action: Optional[torch.Tensor] = None,
         noise: Optional[torch.Tensor] = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
         """-> (action, logprob, entropy, value, each [T * N]; the state after the last step [N, S, H]); samples
         when action is None (with ``noise`` [T * N, A] uniform, see ``categorical``)."""
         out, state = self.unroll(x, state, starts)
-        action, logprob, entropy = categorical(self.actor(out), action, noise)
+        action, logprob, entropy = self._policy(self.actor(out), action, noise)
         return action, logprob, entropy, self.critic(out).squeeze(-1), state
 
     def act(
-        self, x: torch.Tensor, greedy: bool = False, state: Optional[torch.Tensor] = None,
-        starts: Optional[torch.Tensor] = None,
+        self, x, greedy: bool = False, state: Optional[torch.Tensor] = None, starts: Optional[torch.Tensor] = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
-        """One step of N envs -> (actions [N]: argmax when greedy, else sampled; the new state). ``state`` None:
-        every env starts here (zeros)."""
+        """One step of N envs -> (actions: greedy or sampled; the new state). ``state`` None: every env starts here
+        (zeros)."""
+        first = next(iter(x.values())) if isinstance(x, dict) else x
+        n, device = first.shape[0], first.device
         if state is None:
-            state = self.initial_state(x.shape[0], x.device)
+            state = self.initial_state(n, device)
         if starts is None:
-            starts = torch.zeros(x.shape[0], dtype=torch.bool, device=x.device)
+            starts = torch.zeros(n, dtype=torch.bool, device=device)
         out, state = self.unroll(x, state, starts)
-        logits = self.actor(out)
-        return (logits.argmax(-1) if greedy else categorical(logits)[0]), state
+        return self._choose(self.actor(out), greedy), state
+
+
+class RecurrentNatureCNNAgent(RecurrentPolicy, nn.Module):
+    """CleanRL's ppo_atari_lstm network: the Nature CNN trunk, a recurrent core (an LSTM of 128 units, or a GRU)
+    over its 512 features, and a linear actor and critic on the core's output (``RecurrentPolicy``'s methods).
+    Observations come time-major, [T * N, C, 84, 84] uint8."""
+
+    CELLS = RECURRENT_CELLS
+
+    def __init__(self, in_channels: int, num_actions: int, cell: str = "lstm", hidden_size: int = 128) -> None:
+        super().__init__()
+        self.cell, self.hidden_size = cell, hidden_size
+        self.network = nature_cnn(in_channels)
+        self.core = recurrent_core(cell, 512, hidden_size)
+        self.actor = layer_init(nn.Linear(hidden_size, num_actions), std=0.01)
+        self.critic = layer_init(nn.Linear(hidden_size, 1), std=1.0)
+
+    def hidden(self, x: torch.Tensor) -> torch.Tensor:
+        return self.network(x)
+
+    def _policy(self, logits: torch.Tensor, action: Optional[torch.Tensor] = None,
+                noise: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
+        return categorical(logits, action, noise)
+
+    def _choose(self, logits: torch.Tensor, greedy: bool) -> torch.Tensor:
+        return logits.argmax(-1) if greedy else categorical(logits)[0]
 
 
 def conv_out(size: tuple[int, int], layers: tuple[tuple[int, int, int], ...]) -> tuple[int, int]:
@@ -269,9 +301,29 @@ class ConvSimpleAgent(nn.Module):
         return multi_categorical(logits, self.heads, action, noise)
 
     def act(self, x: dict, greedy: bool = False) -> torch.Tensor:
-        logits = self.actor(self.hidden(x))
+        return self._choose(self.actor(self.hidden(x)), greedy)
+
+    def _choose(self, logits: torch.Tensor, greedy: bool) -> torch.Tensor:
+        """Actions from logits: sampled, or each head's argmax (``greedy``)."""
         if not greedy:
             return self._policy(logits)[0]
         if self.heads is None:
             return logits.argmax(-1)
         return torch.stack([part.argmax(-1) for part in logits.split(self.heads, -1)], 1).float()
+
+
+class RecurrentConvSimpleAgent(RecurrentPolicy, ConvSimpleAgent):
+    """Sample Factory's default Doom network whole: ``ConvSimpleAgent``'s encoder (frames, and measurements when the
+    env gives them) into a recurrent core, a GRU of 512 units by default (Sample Factory 2's ``--use_rnn True
+    --rnn_type gru --rnn_size 512 --rnn_num_layers 1``, ``sample_factory/model/core.py``), and the linear actor and
+    critic on the core's output (``RecurrentPolicy``'s methods). Observations are dicts as ``ConvSimpleAgent``'s,
+    each key's tensor time-major [T * N, ...]."""
+
+    def __init__(self, frame_shape: tuple[int, int, int], num_actions: Union[int, tuple[int, ...]],
+                 measurements: int = 0, frames_key: str = "obs", measurements_key: str = "measurements",
+                 cell: str = "gru", hidden_size: int = 512) -> None:  # fmt: skip
+        super().__init__(frame_shape, num_actions, measurements, frames_key, measurements_key)
+        self.cell, self.hidden_size = cell, hidden_size
+        self.core = recurrent_core(cell, self.actor.in_features, hidden_size)
+        self.actor = layer_init(nn.Linear(hidden_size, self.actor.out_features), std=0.01)
+        self.critic = layer_init(nn.Linear(hidden_size, 1), std=1.0)

@@ -367,3 +367,41 @@ def test_conv_simple_agent_takes_frames_of_any_size_and_a_vector():
     assert torch.equal(greedy, torch.stack((logits[:, :3].argmax(1), logits[:, 3:].argmax(1)), 1).float())
     with pytest.raises(ValueError, match="frames of 30x84 are too small for convnet_simple"):
         ConvSimpleAgent((1, 30, 84), 3)
+
+
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_recurrent_conv_simple_agent_unrolls_as_it_acts_step_by_step(cell):
+    """Sample Factory's Doom network with its core: the heads read the core's 512 outputs; unrolling T steps of a
+    Dict observation time-major gives what acting one step at a time gives with the state carried (zeroed at a
+    start), (float32: to 1e-5, the matrix products of other shapes may round differently), and the greedy action of
+    each MultiDiscrete head is the argmax of its logits on the core's output."""
+    from rlfast.algos.nets import RecurrentConvSimpleAgent
+
+    torch.manual_seed(0)
+    agent = RecurrentConvSimpleAgent((3, 72, 128), (3, 2), measurements=23, cell=cell)
+    assert agent.core.input_size == 640 and agent.core.hidden_size == 512
+    assert agent.actor.in_features == agent.critic.in_features == 512 and agent.actor.out_features == 5
+    T, N = 4, 2
+    obs = {"obs": torch.randint(0, 256, (T * N, 3, 72, 128), dtype=torch.uint8),
+           "measurements": torch.rand(T * N, 23)}  # fmt: skip
+    starts = torch.zeros(T * N, dtype=torch.bool)
+    starts[2 * N + 1] = True  # env 1 starts an episode at step 2
+    state = agent.initial_state(N)
+    assert state.shape == (N, 2 if cell == "lstm" else 1, 512)
+    with torch.no_grad():
+        actions, logprob, entropy, value, final = agent.get_action_and_value(obs, state, starts)
+        assert actions.shape == (T * N, 2) and logprob.shape == entropy.shape == value.shape == (T * N,)
+        carried = state
+        for t in range(T):
+            step = {k: v[t * N:(t + 1) * N] for k, v in obs.items()}
+            _, lp, _, v, carried = agent.get_action_and_value(step, carried, starts[t * N:(t + 1) * N],
+                                                              actions[t * N:(t + 1) * N])  # fmt: skip
+            torch.testing.assert_close(lp, logprob[t * N:(t + 1) * N], rtol=0, atol=1e-5)
+            torch.testing.assert_close(v, value[t * N:(t + 1) * N], rtol=0, atol=1e-5)
+        torch.testing.assert_close(carried, final, rtol=0, atol=1e-5)
+        unreset = agent.get_value(obs, state, torch.zeros_like(starts))
+        assert not torch.allclose(unreset[2 * N + 1], value[2 * N + 1])  # the start zeroed env 1's state
+        greedy, after = agent.act({k: v[:N] for k, v in obs.items()}, greedy=True)
+        logits = agent.actor(agent.unroll({k: v[:N] for k, v in obs.items()}, state, starts[:N])[0])
+        assert torch.equal(greedy, torch.stack((logits[:, :3].argmax(1), logits[:, 3:].argmax(1)), 1).double())
+        assert after.shape == state.shape

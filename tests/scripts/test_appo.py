@@ -141,16 +141,21 @@ def test_trains_a_users_pixel_env_through_the_cnn(run, tmp_path, pixel_env):
     )
 
 
-def test_trains_a_dict_envs_frames_and_vector_and_evaluates_it(run, tmp_path, pixel_env):
-    """A Dict env of uint8 frames (1, 48, 84) and a float32 vector goes to convnet_simple with the vector's head; the
-    trajectories keep each key (tests/algos/test_appo_pieces.py), evaluate.py plays it."""
-    proc = run("appo.py", *TINY, "--env-id", "dotframes:DotScene-v0", "--total-timesteps", "640", cwd=tmp_path,
-               env=pixel_env)  # fmt: skip
+@pytest.mark.parametrize("recurrent", ["none", "gru"])
+def test_trains_a_dict_envs_frames_and_vector_and_evaluates_it(run, tmp_path, pixel_env, recurrent):
+    """A Dict env of uint8 frames (1, 48, 84) and a float32 vector goes to convnet_simple with the vector's head (and
+    with ``--recurrent gru`` into Sample Factory's GRU of 512); the trajectories keep each key
+    (tests/algos/test_appo_pieces.py), evaluate.py plays it."""
+    proc = run("appo.py", *TINY, "--env-id", "dotframes:DotScene-v0", "--total-timesteps", "640", "--recurrent",
+               recurrent, cwd=tmp_path, env=pixel_env)  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (run_dir,) = (tmp_path / "runs").iterdir()
     agent = load_checkpoint(run_dir)["models"]["agent"]
     assert agent["network.0.weight"].shape == (32, 1, 8, 8) and agent["measurements.0.weight"].shape == (128, 1)
-    assert agent["actor.weight"].shape == (3, 512 + 128)
+    if recurrent == "none":
+        assert agent["actor.weight"].shape == (3, 512 + 128) and "core.weight_ih_l0" not in agent
+    else:  # the GRU's three gates over the 640 joined features, the heads on its 512 outputs
+        assert agent["core.weight_ih_l0"].shape == (3 * 512, 512 + 128) and agent["actor.weight"].shape == (3, 512)
     proc = run("evaluate.py", str(run_dir), "--episodes", "2", "--no-cuda", cwd=tmp_path, env=pixel_env)
     assert proc.returncode == 0 and "appo.py checkpoint at step 640, greedy policy" in proc.stdout, (
         proc.stdout + proc.stderr

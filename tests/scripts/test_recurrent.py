@@ -92,11 +92,16 @@ def test_ppo_atari_lstm_recomputes_the_acting_log_probs_before_the_first_gradien
         assert "Breakout-v5: ppo_atari_lstm.py checkpoint at step 768, sampled policy" in proc.stdout
 
 
-@pytest.mark.parametrize("cell", ["lstm", "gru"])
-def test_appo_recomputes_the_acting_log_probs_from_async_batches(cell, tmp_path):
+@pytest.mark.parametrize("env_id, cell", [("Breakout-v5", "lstm"), ("Breakout-v5", "gru"),
+                                          ("dotframes:DotScene-v0", "gru")])  # fmt: skip
+def test_appo_recomputes_the_acting_log_probs_from_async_batches(env_id, cell, tmp_path, request, monkeypatch):
     """APPO's sampler acts on whichever envs the async pool returns (3 of 8 per recv here), each from its own
     state; a trajectory keeps the state its first step acted from. With a learning rate of 1e-12 the learner's
-    weights stay the acting ones (to the last bit or so), so every recomputed log-prob must be the acting one."""
+    weights stay the acting ones (to the last bit or so), so every recomputed log-prob must be the acting one.
+    DotScene (a Dict of frames and a vector, 40-step episodes, in worker processes) runs Sample Factory's Doom
+    network with its GRU core (``RecurrentConvSimpleAgent``)."""
+    if env_id.startswith("dotframes:"):
+        monkeypatch.setenv("PYTHONPATH", request.getfixturevalue("pixel_env")["PYTHONPATH"])
     appo = load("appo.py")
     appo.make_agent = sharpen(appo.make_agent)
     calls = []
@@ -110,15 +115,16 @@ def test_appo_recomputes_the_acting_log_probs_from_async_batches(cell, tmp_path)
                                              "reset": torch.zeros_like(batch["reset"])})[0][:, :T]  # fmt: skip
             zeroed = policy_on(agent, {**batch, "state": torch.zeros_like(batch["state"])})[0][:, :T]
         calls.append({"logprobs": batch["logprobs"], "starts": batch["starts"], "state": batch["state"], "new": new,
-                      "unreset": unreset, "zeroed": zeroed})  # fmt: skip
+                      "unreset": unreset, "zeroed": zeroed, "dict": isinstance(batch["obs"], dict)})  # fmt: skip
         return loss(agent, args, batch)
 
     appo.appo_loss = spy
-    args = appo.Args(env_id="Breakout-v5", recurrent=cell, num_envs=8, env_batch_size=3, trajectory_length=32,
+    args = appo.Args(env_id=env_id, recurrent=cell, num_envs=8, env_batch_size=3, trajectory_length=32,
                      batch_size=256, num_minibatches=1, update_epochs=1, learning_rate=1e-12, total_timesteps=3 * 256,
                      cuda=False, torch_threads=1, auto_speed=False, runs_dir=str(tmp_path / "runs"))  # fmt: skip
     assert appo.main(args) == 0
     assert len(calls) == 3
+    assert all(c["dict"] == env_id.startswith("dotframes:") for c in calls)
     for k, c in enumerate(calls):
         assert c["logprobs"].shape == (8, 32)
         assert (c["new"] - c["logprobs"]).abs().max().item() <= TOL, (k, (c["new"] - c["logprobs"]).abs().max())
