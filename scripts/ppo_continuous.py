@@ -72,11 +72,21 @@ class Args(PPOArgs, RunArgs):
     """initial log standard deviation of the Gaussian policy (CleanRL: 0, i.e. std 1)"""
     final_logstd: Optional[float] = bounded(None, low=-10, high=2)
     """a schedule instead of a learned std: the log std goes linearly from --init-logstd (first iteration) to this
-    (last iteration) over the run, the same for every state (None: learned, CleanRL)"""
+    (the last iteration of --logstd-steps), the same for every state (None: learned, CleanRL)"""
+    logstd_steps: Optional[int] = bounded(None, low=1)
+    """env steps over which --final-logstd's schedule runs, held at --final-logstd after (None: the whole run,
+    --total-timesteps)"""
+
+    def validate(self) -> list[str]:
+        problems = super().validate()
+        if self.logstd_steps is not None and self.final_logstd is None:
+            problems.append(f"--logstd-steps {self.logstd_steps} times --final-logstd's schedule: set --final-logstd")
+        return problems
 
     def scheduled_logstd(self, iteration: int) -> float:
         """--final-logstd's schedule: the log std of 1-based ``iteration``."""
-        frac = (iteration - 1) / max(self.num_iterations - 1, 1)
+        last = self.num_iterations if self.logstd_steps is None else self.logstd_steps // max(self.batch_size, 1)
+        frac = min((iteration - 1) / max(last - 1, 1), 1.0)
         return self.init_logstd + frac * (self.final_logstd - self.init_logstd)
 
 

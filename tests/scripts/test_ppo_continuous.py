@@ -5,6 +5,7 @@ episode returns, checkpoint contents (normalizer statistics included), evaluate.
 The normalization itself is checked against gymnasium's wrappers in tests/algos/test_continuous.py.
 """
 
+import dataclasses
 import importlib.util
 from pathlib import Path
 
@@ -136,6 +137,13 @@ def test_final_logstd_schedules_the_std_instead_of_learning_it(run, tmp_path, lo
     args = load_script("ppo_continuous.py").Args(num_envs=2, num_steps=16, total_timesteps=128, init_logstd=-1.0,
                                                  final_logstd=-3.0)  # fmt: skip
     assert [args.scheduled_logstd(i) for i in range(1, 5)] == pytest.approx([-1.0, -1 - 2 / 3, -1 - 4 / 3, -3.0])
+    # --logstd-steps 96: the same schedule over the first 3 iterations of 32 steps, then held.
+    short = dataclasses.replace(args, logstd_steps=96)
+    assert [short.scheduled_logstd(i) for i in range(1, 6)] == pytest.approx([-1.0, -2.0, -3.0, -3.0, -3.0])
+    proc = run("ppo_continuous.py", *TINY, *TASK, "--final-logstd", "-3", "--logstd-steps", "0", cwd=tmp_path)
+    assert proc.returncode == 1 and "--logstd-steps" in proc.stderr and "0" in proc.stderr, proc.stderr
+    proc = run("ppo_continuous.py", *TINY, *TASK, "--logstd-steps", "96", cwd=tmp_path)
+    assert proc.returncode == 1 and "--logstd-steps 96 times --final-logstd's schedule" in proc.stderr, proc.stderr
 
 
 def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path, interrupt_training):
