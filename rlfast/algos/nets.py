@@ -111,6 +111,9 @@ class NatureCNNAgent(nn.Module):
         return logits.argmax(-1) if greedy else categorical(logits)[0]
 
 
+RECURRENT_CELLS = ("lstm", "gru")
+
+
 def recurrent_core(cell: str, input_size: int, hidden_size: int) -> nn.Module:
     """One layer of ``nn.LSTM`` (cell "lstm") or ``nn.GRU`` ("gru"), initialized as CleanRL's ppo_atari_lstm
     initializes its LSTM: orthogonal weights (gain 1), zero biases."""
@@ -123,9 +126,6 @@ def recurrent_core(cell: str, input_size: int, hidden_size: int) -> nn.Module:
         else:
             nn.init.orthogonal_(param, 1.0)
     return core
-
-
-RECURRENT_CELLS = ("lstm", "gru")
 
 
 def unroll(core: nn.Module, features: torch.Tensor, state: torch.Tensor,
@@ -211,11 +211,8 @@ class RecurrentNatureCNNAgent(RecurrentPolicy, nn.Module):
     over its 512 features, and a linear actor and critic on the core's output (``RecurrentPolicy``'s methods).
     Observations come time-major, [T * N, C, 84, 84] uint8."""
 
-    CELLS = RECURRENT_CELLS
-
     def __init__(self, in_channels: int, num_actions: int, cell: str = "lstm", hidden_size: int = 128) -> None:
         super().__init__()
-        self.cell, self.hidden_size = cell, hidden_size
         self.network = nature_cnn(in_channels)
         self.core = recurrent_core(cell, 512, hidden_size)
         self.actor = layer_init(nn.Linear(hidden_size, num_actions), std=0.01)
@@ -229,7 +226,7 @@ class RecurrentNatureCNNAgent(RecurrentPolicy, nn.Module):
         return categorical(logits, action, noise)
 
     def _choose(self, logits: torch.Tensor, greedy: bool) -> torch.Tensor:
-        return logits.argmax(-1) if greedy else categorical(logits)[0]
+        return logits.argmax(-1) if greedy else self._policy(logits)[0]
 
 
 def conv_out(size: tuple[int, int], layers: tuple[tuple[int, int, int], ...]) -> tuple[int, int]:
@@ -323,7 +320,6 @@ class RecurrentConvSimpleAgent(RecurrentPolicy, ConvSimpleAgent):
                  measurements: int = 0, frames_key: str = "obs", measurements_key: str = "measurements",
                  cell: str = "gru", hidden_size: int = 512) -> None:  # fmt: skip
         super().__init__(frame_shape, num_actions, measurements, frames_key, measurements_key)
-        self.cell, self.hidden_size = cell, hidden_size
         self.core = recurrent_core(cell, self.actor.in_features, hidden_size)
         self.actor = layer_init(nn.Linear(hidden_size, self.actor.out_features), std=0.01)
         self.critic = layer_init(nn.Linear(hidden_size, 1), std=1.0)

@@ -403,5 +403,5 @@ def test_recurrent_conv_simple_agent_unrolls_as_it_acts_step_by_step(cell):
         assert not torch.allclose(unreset[2 * N + 1], value[2 * N + 1])  # the start zeroed env 1's state
         greedy, after = agent.act({k: v[:N] for k, v in obs.items()}, greedy=True)
         logits = agent.actor(agent.unroll({k: v[:N] for k, v in obs.items()}, state, starts[:N])[0])
-        assert torch.equal(greedy, torch.stack((logits[:, :3].argmax(1), logits[:, 3:].argmax(1)), 1).double())
+        assert torch.equal(greedy, torch.stack((logits[:, :3].argmax(1), logits[:, 3:].argmax(1)), 1).float())
         assert after.shape == state.shape
