@@ -107,9 +107,28 @@ def run_dir(out: Path, env_id: str, seed: int) -> Optional[Path]:
     return dirs[-1] if dirs else None
 
 
+def flag_value(flags: list[str], name: str) -> Optional[str]:
+    """The value of the last ``name VALUE`` (or ``name=VALUE``) in ``flags``, or None."""
+    value = None
+    for i, f in enumerate(flags):
+        if f == name and i + 1 < len(flags):
+            value = flags[i + 1]
+        elif f.startswith(name + "="):
+            value = f.split("=", 1)[1]
+    return value
+
+
+def threads_given(cmd: list[str]) -> str:
+    """The env and torch threads a trainer's command line gives it: "2", or "env 1, torch 2" where they differ."""
+    env, torch_ = flag_value(cmd, "--num-threads"), flag_value(cmd, "--torch-threads")
+    return env or "?" if env == torch_ else f"env {env or '?'}, torch {torch_ or '?'}"
+
+
 def command(args: Args, seed: int, out: Path, cores: list[int], trainer_flags: list[str]) -> list[str]:
-    """The trainer's command line for ``seed``: a fresh run, or ``--resume`` of one with a checkpoint."""
-    threads = ["--num-threads", str(len(cores)), "--torch-threads", str(len(cores))]
+    """The trainer's command line for ``seed``: a fresh run, or ``--resume`` of one with a checkpoint. Its threads
+    are the cores it is pinned to, unless ``trainer_flags`` name them (``--num-threads 1 --torch-threads 1``)."""
+    threads = [x for name in ("--num-threads", "--torch-threads") if flag_value(trainer_flags, name) is None
+               for x in (name, str(len(cores)))]  # fmt: skip
     existing = run_dir(out, args.env_id, seed)
     steps = ["--total-timesteps", str(args.total_timesteps)] if args.total_timesteps else []
     if existing is not None and (existing / "checkpoint.pt").exists():
@@ -165,7 +184,7 @@ def run_seeds(args: Args, out: Path, trainer_flags: list[str]) -> None:
                                         preexec_fn=lambda c=mine: os.sched_setaffinity(0, c))  # fmt: skip
                 running[slot] = (seed, proc, log)
                 print(f"seed {seed}: started on cores {mine} (log: {log.name})", flush=True)
-                placement = {"cores": len(mine), "runs_at_once": jobs, "cpu": cpu_model()}
+                placement = {"cores": len(mine), "threads": threads_given(cmd), "runs_at_once": jobs, "cpu": cpu_model()}
                 (out / "logs" / f"seed{seed}.json").write_text(json.dumps(placement) + "\n")
             time.sleep(1.0)
             for slot, (seed, proc, log) in list(running.items()):
@@ -190,6 +209,14 @@ def run_seeds(args: Args, out: Path, trainer_flags: list[str]) -> None:
         for _, proc, log in running.values():
             proc.wait()
             log.close()
+
+
+def threads_from_log(log: Path) -> Optional[str]:
+    """``threads_given`` of the last command line in a seed's log (each start writes one as ``$ ...``)."""
+    if not log.exists():
+        return None
+    starts = [line[2:].split() for line in log.read_text().splitlines() if line.startswith("$ ")]
+    return threads_given(starts[-1]) if starts else None
 
 
 def cpu_model() -> str:
@@ -333,10 +360,12 @@ def report(args: Args, out: Path) -> dict:
             runs[seed] = curve(path, args.window)
             placed = out / "logs" / f"seed{seed}.json"
             runs[seed]["placement"] = json.loads(placed.read_text()) if placed.exists() else None
+            if runs[seed]["placement"] and "threads" not in runs[seed]["placement"]:  # placed before it was recorded
+                runs[seed]["placement"]["threads"] = threads_from_log(out / "logs" / f"seed{seed}.log")
     to_it = f"steps to {args.threshold:,g} | minutes to it | " if args.threshold is not None else ""
     rows = [f"{label} on {args.env_id}, mean return of the last {args.window} training episodes (final: at the end; "
             f"last 10%: averaged over the last 10% of the steps; best: the highest); machine: {machines(runs)}", "",
-            "| seed | steps | final | last 10% | best | " + to_it + "steps/s | cores | status |",
+            "| seed | steps | final | last 10% | best | " + to_it + "steps/s | cores (threads) | status |",
             "|---|---|---|---|---|" + ("---|---|" if to_it else "") + "---|---|---|"]  # fmt: skip
     for seed, r in runs.items():
         if args.threshold is not None:
@@ -347,7 +376,10 @@ def report(args: Args, out: Path) -> dict:
         if args.threshold is not None:
             t = r["to_threshold"]
             cells += [fmt(t["steps"]), fmt(t["seconds"] / 60 if t["seconds"] is not None else None, ".1f")]
-        where = str(r["placement"]["cores"]) if r["placement"] else "-"
+        where = "-"
+        if r["placement"]:
+            given = r["placement"].get("threads")
+            where = f"{r['placement']['cores']} ({given})" if given else str(r["placement"]["cores"])
         cells += [fmt(r["sps"]), where, "finished" if r["finished"] else "running or stopped"]
         rows.append("| " + " | ".join(cells) + " |")
     finals = [r["final"] for r in runs.values() if r["final"] is not None]

@@ -152,6 +152,25 @@ def test_an_unfinished_seed_is_resumed(tmp_path):
     assert again == run_dir and json.loads((out / "curves.json").read_text())["runs"]["1"]["steps"] == 1024
 
 
+def test_threads_named_after_the_separator_replace_the_cores_share(load_bench, tmp_path):
+    bl = load_bench("bench_learning.py")
+    out = tmp_path / "cartpole"  # pinned to every core here, but told to use one thread
+    proc = bench(out, *TASK, "--seeds", "1", "--total-timesteps", "512", *TRAINER, "--num-threads", "1",
+                 "--torch-threads=1")  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (start,) = [line for line in (out / "logs" / "seed1.log").read_text().splitlines() if line.startswith("$ ")]
+    assert start.count("--num-threads") == 1 and start.count("--torch-threads") == 1, start
+    placement = json.loads((out / "logs" / "seed1.json").read_text())
+    assert placement["threads"] == "1" and placement["cores"] == len(os.sched_getaffinity(0))
+    assert f"| {placement['cores']} (1) |" in (out / "table.md").read_text()
+    # what a placement file from before "threads" was recorded reads instead: the log's last command line
+    log = tmp_path / "old.log"
+    log.write_text("$ python3 scripts/ppo.py --num-threads 2 --torch-threads 2 --num-threads 1\nstep 1\n"
+                   "$ python3 scripts/ppo.py --resume r --num-threads 2 --torch-threads 2 --torch-threads 1\n")
+    assert bl.threads_from_log(log) == "env 2, torch 1" and bl.threads_from_log(tmp_path / "none.log") is None
+    assert bl.threads_given(["x", "--num-threads", "2", "--torch-threads=2"]) == "2"
+
+
 def test_a_finished_seed_that_was_not_marked_counts_as_finished(tmp_path):
     out = tmp_path / "cartpole"
     proc = bench(out, *TASK, "--seeds", "1", "--total-timesteps", "512", *TRAINER)
