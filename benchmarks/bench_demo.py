@@ -15,6 +15,9 @@ in its own environment: ``--peer-python``).
     python benchmarks/bench_demo.py --demo ant --seeds 1 --peer rl_games --peer-python venv-rlg/bin/python
     python benchmarks/bench_demo.py --demo pong --report-only        # the table and plot from OUT
 
+A seed already measured in OUT (its ``row.json``) is not run again; the table and plot show every row in OUT,
+whichever seeds and peer a call names.
+
 Prints and writes (``OUT/<demo>/``) one row per system and seed: reached or not, minutes and env steps to the
 threshold, steps/s (the last logged step over the wall time from the command's start), and the CPU (model and
 its AVX-512/BF16/AMX flags); ``curves.json`` and ``curves.png`` (the 20-episode mean against wall minutes and
@@ -204,6 +207,14 @@ def plot(args: Args, folder: Path, rows: list[dict]) -> None:
     plt.close(fig)
 
 
+def saved_rows(folder: Path) -> list[dict]:
+    """Every row measured in ``folder`` (``<system>_seed<N>/row.json``), whichever seeds and peer this call
+    named: the folder is the record, so a call for one seed or without ``--peer`` keeps the others' rows.
+    rlfast's first, then each peer's, by seed."""
+    rows = [json.loads(p.read_text()) for p in folder.glob("*_seed*/row.json")]
+    return sorted(rows, key=lambda r: (r["system"] != "rlfast", r["system"], r["seed"]))
+
+
 def main(args: Args) -> None:
     if args.demo not in DEMOS:
         raise SystemExit(f"--demo must be one of {sorted(DEMOS)}, got {args.demo!r}")
@@ -213,20 +224,16 @@ def main(args: Args) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     machine = cpu()
     systems = ["rlfast"] + ([args.peer] if args.peer else [])
-    rows = []
-    for seed in args.seeds:
+    for seed in [] if args.report_only else args.seeds:
         for system in systems:
-            saved = folder / f"{system}_seed{seed}" / "row.json"
-            if args.report_only or saved.exists():
-                if saved.exists():
-                    rows.append(json.loads(saved.read_text()))
+            if (folder / f"{system}_seed{seed}" / "row.json").exists():
                 continue
             print(f"{system} seed {seed}: running (cap {args.cap_minutes:g} min)...", flush=True)
-            rows.append(run_one(system, args, seed, folder))
-            r = rows[-1]
+            r = run_one(system, args, seed, folder)
             print(f"  {'reached' if r['reached'] else 'not reached'}"
                   + (f" in {r['minutes']:.2f} min at {r['steps']:,} steps" if r["reached"] else "")
                   + f"; {r['sps'] or 0:,.0f} steps/s", flush=True)  # fmt: skip
+    rows = saved_rows(folder)
     table = report(args, rows, machine)
     (folder / "table.md").write_text(table + "\n")
     (folder / "curves.json").write_text(json.dumps({"demo": args.demo, "machine": machine, "rows": rows}))

@@ -184,7 +184,8 @@ def run_seeds(args: Args, out: Path, trainer_flags: list[str]) -> None:
                                         preexec_fn=lambda c=mine: os.sched_setaffinity(0, c))  # fmt: skip
                 running[slot] = (seed, proc, log)
                 print(f"seed {seed}: started on cores {mine} (log: {log.name})", flush=True)
-                placement = {"cores": len(mine), "threads": threads_given(cmd), "runs_at_once": jobs, "cpu": cpu_model()}
+                placement = {"cores": len(mine), "threads": threads_given(cmd), "runs_at_once": jobs,
+                             "cpu": cpu_model()}  # fmt: skip
                 (out / "logs" / f"seed{seed}.json").write_text(json.dumps(placement) + "\n")
             time.sleep(1.0)
             for slot, (seed, proc, log) in list(running.items()):

@@ -32,3 +32,22 @@ def test_a_capped_run_is_stopped_and_counted_as_not_reached(load_bench, tmp_path
     assert (folder / "curves.png").stat().st_size > 0
     with pytest.raises(SystemExit, match="--demo must be one of"):
         bench.main(bench.Args(demo="breakout", out=str(tmp_path / "x")))
+
+
+def test_the_report_keeps_every_row_measured_in_the_folder(load_bench, tmp_path):
+    bench = load_bench("bench_demo.py")
+    folder = tmp_path / "out" / "ant"
+    for system, seed, reached in (("rl_games", 1, False), ("rlfast", 2, True), ("rlfast", 1, True)):
+        (folder / f"{system}_seed{seed}").mkdir(parents=True)
+        row = {"system": system, "seed": seed, "reached": reached, "minutes": 5.0 if reached else None,
+               "steps": 2_000_000 if reached else None, "wall_s": 720.0, "cap_s": 720.0, "last_step": 4_000_000,
+               "sps": 6000.0, "best": 5100.0 if reached else 3400.0, "command": f"python x --seed {seed}",
+               "curve": [[60.0, 100_000, 900.0], [300.0, 2_000_000, 5100.0 if reached else 3400.0]]}
+        (folder / f"{system}_seed{seed}" / "row.json").write_text(json.dumps(row))
+    # a report for seed 2 without --peer: seed 1 and rl_games' row stay in the table and curves
+    bench.main(bench.Args(demo="ant", seeds=(2,), out=str(tmp_path / "out"), report_only=True))
+    rows = json.loads((folder / "curves.json").read_text())["rows"]
+    assert [(r["system"], r["seed"]) for r in rows] == [("rlfast", 1), ("rlfast", 2), ("rl_games", 1)]
+    table = (folder / "table.md").read_text()
+    assert "| rlfast | all | 2 of 2 | median 5.0 min |" in table and "| rl_games | all | 0 of 1 |" in table
+    assert "| rl_games | 1 | no | not in 12.0 | (4,000,000 run) |" in table
