@@ -40,7 +40,7 @@ from rlfast.algos.ppo import (LOSS_NAMES, PPOArgs, PPOLoss, Rollout, adapt_lr, a
                               normalize_advantages, ppo_loss)  # fmt: skip
 from rlfast.algos.launch import launch
 from rlfast.algos.run import Run
-from rlfast.algos.runargs import RunArgs, usage_error, vector_obs_size
+from rlfast.algos.runargs import RunArgs, parse_env_kwargs, usage_error, vector_obs_size
 
 SCRIPT = "ppo_continuous.py"
 
@@ -76,9 +76,16 @@ class Args(PPOArgs, RunArgs):
     logstd_steps: Optional[int] = bounded(None, low=1)
     """env steps over which --final-logstd's schedule runs, held at --final-logstd after (None: the whole run,
     --total-timesteps)"""
+    env_kwargs: tuple[str, ...] = ()
+    """the task's options as name=value (e.g. include_cfrc_ext_in_observation=false ctrl_cost_weight=0.1; a
+    preset: env_kwargs = ["..."]), for training and for evaluate.py (docs/environments lists each task's)"""
 
     def validate(self) -> list[str]:
         problems = super().validate()
+        try:
+            parse_env_kwargs(self.env_kwargs)
+        except ValueError as e:
+            problems.append(f"--env-kwargs: {e}")
         if self.logstd_steps is not None and self.final_logstd is None:
             problems.append(f"--logstd-steps {self.logstd_steps} times --final-logstd's schedule: set --final-logstd")
         return problems
@@ -205,7 +212,8 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     run = Run(args, SCRIPT, ckpt, iterations=args.num_iterations, steps_per_iteration=args.batch_size,
               families=("mujoco", "classic_control", "python", "custom"), data_parallel=True)  # fmt: skip
     device, timer = run.device, run.timer
-    envs = run.make_env(run.local_num_envs, num_threads=args.num_threads)
+    env_kwargs = parse_env_kwargs(args.env_kwargs)
+    envs = run.make_env(run.local_num_envs, num_threads=args.num_threads, **env_kwargs)
     agent = make_agent(args, envs.single_observation_space, envs.single_action_space).to(device)
     if args.final_logstd is not None:  # scheduled, not learned (set at each iteration below)
         agent.actor_logstd.requires_grad_(False)
@@ -213,7 +221,8 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     obs_shape, action_shape = envs.single_observation_space.shape, envs.single_action_space.shape
     norm = ObsRewardNormalizer(obs_shape, run.local_num_envs, args.gamma, args.obs_clip, args.reward_clip, device,
                                world=run.world)  # fmt: skip
-    run.track(models={"agent": agent}, optimizers={"optimizer": optimizer}, normalizers=norm.normalizers())
+    run.track(models={"agent": agent}, optimizers={"optimizer": optimizer}, normalizers=norm.normalizers(),
+              env_kwargs=env_kwargs)  # fmt: skip
     if run.resumed:
         norm.new_episodes()  # the statistics carry over; the envs' discounted returns start again
     policy, loss_fn = run.compile(agent.get_action_and_value), run.compile(minibatch_loss)

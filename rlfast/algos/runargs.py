@@ -192,6 +192,31 @@ def flushes_denormals(args: Any, device: torch.device) -> bool:
     return args.flush_denormals or auto
 
 
+def parse_env_kwargs(items: Sequence[str]) -> dict[str, Any]:
+    """``("name=value", ...)`` -> the task's options for ``rlfast.make``: true/false -> bool, then int, float,
+    else the text. ValueError naming the item that is not ``name=value`` or that repeats a name."""
+    options: dict[str, Any] = {}
+    for item in items:
+        name, eq, text = item.partition("=")
+        name, text = name.strip(), text.strip()
+        if not (eq and name.isidentifier() and text):
+            raise ValueError(f"{item!r} is not name=value (e.g. include_cfrc_ext_in_observation=false)")
+        if name in options:
+            raise ValueError(f"{name} is given twice")
+        value: Any = text
+        if text.lower() in ("true", "false"):
+            value = text.lower() == "true"
+        else:
+            for kind in (int, float):
+                try:
+                    value = kind(text)
+                    break
+                except ValueError:
+                    continue
+        options[name] = value
+    return options
+
+
 OWN_FAMILIES = ("python", "custom")
 """task families of users' envs (rlfast.task_family): Python envs in worker processes, rlfast.load_env's C++ envs"""
 

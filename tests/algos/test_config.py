@@ -129,3 +129,17 @@ def test_resume_checks_the_checkpoints_flags_and_env(tmp_path, capsys):
         parse_or_resume(Resumable, "x.py", ["--resume", saved(), "--env-id", "Acrobot-v1"])
     args, _ = parse_or_resume(Resumable, "x.py", ["--resume", saved(num_envs=3, gone_flag=1)])
     assert args.num_envs == 3 and "sets gone_flag, which this trainer no longer has: ignored" in capsys.readouterr().err
+
+
+def test_env_kwargs_items_parse_to_typed_options():
+    from rlfast.algos.runargs import parse_env_kwargs
+
+    assert parse_env_kwargs(["a=False", "b = 3", "c=0.1", "d=1e-3", "e=walker.xml", "f=TRUE"]) == {
+        "a": False, "b": 3, "c": 0.1, "d": 1e-3, "e": "walker.xml", "f": True}  # fmt: skip
+    assert parse_env_kwargs([]) == {}
+    for bad, message in (("a", "is not name=value"), ("=1", "is not name=value"), ("a=", "is not name=value"),
+                         ("2a=1", "is not name=value")):  # fmt: skip
+        with pytest.raises(ValueError, match=message):
+            parse_env_kwargs([bad])
+    with pytest.raises(ValueError, match="a is given twice"):
+        parse_env_kwargs(["a=1", "a=2"])

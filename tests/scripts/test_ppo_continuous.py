@@ -146,6 +146,28 @@ def test_final_logstd_schedules_the_std_instead_of_learning_it(run, tmp_path, lo
     assert proc.returncode == 1 and "--logstd-steps 96 times --final-logstd's schedule" in proc.stderr, proc.stderr
 
 
+def test_env_kwargs_reach_the_pool_the_checkpoint_and_evaluate(run, tmp_path):
+    # Ant-v5 without the contact forces in its observation: 27 values instead of 105, in training and evaluation
+    flags = ["--env-id", "Ant-v5", "--env-kwargs", "include_cfrc_ext_in_observation=false", "healthy_reward=2"]
+    proc = run("ppo_continuous.py", *TINY, *flags, "--total-timesteps", "64", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    ckpt = load_checkpoint(run_dir / "checkpoint.pt")
+    assert ckpt["env_kwargs"] == ckpt["eval_env_kwargs"] == {"include_cfrc_ext_in_observation": False,
+                                                              "healthy_reward": 2}  # fmt: skip
+    assert ckpt["models"]["agent"]["critic.0.weight"].shape[1] == 27
+    proc = run("evaluate.py", str(run_dir), "--episodes", "2", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # healthy_reward=2 reached the evaluation envs too: an episode that lasts L steps earns at least ~2 per step
+    length = float(proc.stdout.split("mean length:")[1].split()[0])
+    assert float(proc.stdout.split("return:")[1].split()[0]) > 1.5 * length
+    for bad, message in (("include_cfrc_ext_in_observation", "is not name=value"),
+                         ("no_such_option=1", "unknown option 'no_such_option' for Ant-v5")):  # fmt: skip
+        proc = run("ppo_continuous.py", *TINY, "--env-id", "Ant-v5", "--env-kwargs", bad, cwd=tmp_path)
+        assert proc.returncode == 1 and message in proc.stderr, proc.stderr
+    assert len(list((tmp_path / "runs").iterdir())) == 1  # the refused commands left no run dir
+
+
 def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path, interrupt_training):
     _, ckpt = interrupt_training("ppo_continuous.py", *TINY, *TASK, "--total-timesteps", "10000000", cwd=tmp_path)
     assert ckpt["global_step"] == ckpt["iteration"] * 32
