@@ -143,3 +143,15 @@ def test_env_kwargs_items_parse_to_typed_options():
             parse_env_kwargs([bad])
     with pytest.raises(ValueError, match="a is given twice"):
         parse_env_kwargs(["a=1", "a=2"])
+
+
+def test_a_toml_array_of_strings_fills_a_tuple_field_without_a_warning(tmp_path, recwarn):
+    @dataclass
+    class WithItems:
+        items: tuple[str, ...] = ()
+
+    args = parse_args(WithItems, ["--config", write(tmp_path, 'items = ["a=1", "b=false"]\n')])
+    assert args.items == ("a=1", "b=false") and not [w for w in recwarn if "tuple" in str(w.message)]
+    assert parse_args(WithItems, ["--config", write(tmp_path, 'items = ["a=1"]\n'), "--items", "c=2"]).items == ("c=2",)
+    with pytest.raises(SystemExit, match=r"items = \[1\] is not a list of strings"):
+        parse_args(WithItems, ["--config", write(tmp_path, "items = [1]\n")])
