@@ -80,7 +80,7 @@ def update(q_network: nn.Module, target_network: nn.Module, optimizer: torch.opt
     Returns the last step's (loss, mean Q-value)."""
     for _ in range(steps):
         batch = rb.sample(args.batch_size)
-        loss, q_mean = loss_fn(q_network, target_network, batch, args.double_dqn)
+        loss, q_mean = loss_fn(q_network, target_network, batch, args.double_dqn, args.huber)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -94,7 +94,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     envs = run.make_env(args.num_envs, num_threads=args.num_threads)
     obs_space, action_space = envs.single_observation_space, envs.single_action_space
     q_network = make_agent(args, obs_space, action_space).to(device)
-    optimizer = torch.optim.Adam(q_network.parameters(), lr=args.learning_rate, fused=True)
+    optimizer = torch.optim.Adam(q_network.parameters(), lr=args.learning_rate, eps=args.adam_eps, fused=True)
     target_network = make_agent(args, obs_space, action_space).to(device)
     target_network.load_state_dict(q_network.state_dict())
     run.track(models={"agent": q_network, "target": target_network}, optimizers={"optimizer": optimizer})

@@ -129,7 +129,7 @@ def update(q_network: nn.Module, target_network: nn.Module, optimizer: torch.opt
     Returns the last step's (loss, mean Q-value)."""
     for _ in range(steps):
         batch = rb.sample(args.batch_size)
-        loss, q_mean = loss_fn(q_network, target_network, batch, args.double_dqn)
+        loss, q_mean = loss_fn(q_network, target_network, batch, args.double_dqn, args.huber)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -146,7 +146,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     frame_shape = check_frames(SCRIPT, args.env_id, envs.single_observation_space)  # (1, 84, 84)
     obs_space = gym.spaces.Box(0, 255, (STACK * frame_shape[0], *frame_shape[1:]), np.uint8)
     q_network = set_speed(make_agent(args, obs_space, envs.single_action_space).to(device), **run.speed)
-    optimizer = torch.optim.Adam(q_network.parameters(), lr=args.learning_rate, fused=True)
+    optimizer = torch.optim.Adam(q_network.parameters(), lr=args.learning_rate, eps=args.adam_eps, fused=True)
     target_network = set_speed(make_agent(args, obs_space, envs.single_action_space).to(device), **run.speed)
     target_network.load_state_dict(q_network.state_dict())
     run.track(models={"agent": q_network, "target": target_network}, optimizers={"optimizer": optimizer},

@@ -59,6 +59,12 @@ class DQNArgs(Flags):
     n_step: int = bounded(1, low=1)
     """n-step returns: learn from the discounted rewards of up to n steps (fewer where the episode ends) and
     the value n steps ahead (1: CleanRL's one-step targets)"""
+    adam_eps: float = bounded(1e-8, low=0, low_open=True)
+    """Adam's epsilon (CleanRL: torch's 1e-8; Hessel et al. 2018's Rainbow and Dopamine: 1.5e-4, which keeps the
+    steps of rarely-updated weights small)"""
+    huber: bool = False
+    """the Huber (smooth L1) TD loss, Mnih et al. 2015's clipping of the TD error to [-1, 1] in the gradient, as
+    Dopamine and SB3 use it (CleanRL: the squared error)"""
     save_replay: bool = False
     """also save the replay buffer (`replay_buffer.pt` in the run dir; its size is printed at start-up) with
     every `checkpoint.pt`, so that --resume goes on with it rather than with an empty one"""
@@ -116,12 +122,14 @@ def epsilon_greedy(
 
 
 def td_loss(
-    q_network: nn.Module, target_network: nn.Module, batch: dict[str, torch.Tensor], double: bool = False
+    q_network: nn.Module, target_network: nn.Module, batch: dict[str, torch.Tensor], double: bool = False,
+    huber: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """CleanRL's DQN loss on a replay batch (``ReplayBuffer.sample``): MSE between Q(s, a) and
     ``r + discount * (1 - done) * Q_target(s', a')``, a' the target's argmax (Double DQN: the online
     network's); ``discount`` is the batch's, gamma^k (gamma for one-step transitions, gamma^k for
-    n-step returns over k steps). Returns ``(loss, mean Q(s, a))``, scalars on the device."""
+    n-step returns over k steps). ``huber``: the Huber loss (smooth L1, delta 1) instead of MSE. Returns
+    ``(loss, mean Q(s, a))``, scalars on the device."""
     with torch.no_grad():
         next_q = target_network(batch["next_obs"])
         if double:
@@ -130,7 +138,8 @@ def td_loss(
             next_value = next_q.max(1).values
         target = batch["rewards"] + batch["discounts"] * next_value * (1.0 - batch["dones"])
     q = q_network(batch["obs"]).gather(1, batch["actions"].long().unsqueeze(1)).squeeze(1)
-    return F.mse_loss(q, target), q.detach().mean()
+    loss = F.smooth_l1_loss(q, target) if huber else F.mse_loss(q, target)
+    return loss, q.detach().mean()
 
 
 @torch.no_grad()

@@ -87,6 +87,13 @@ def test_td_loss_and_double_dqn_targets():
     assert loss.item() == pytest.approx(((2 - 2.5) ** 2 + (5 - 2) ** 2) / 2)
     loss.backward()
     assert target.values.grad is None and online.values.grad is not None  # no gradient through the target
+    # Huber (delta 1): errors of 1 and 3 (double targets) cost 0.5 * 1^2 and 3 - 0.5; the gradient of the larger
+    # one is clipped to 1 (Mnih et al. 2015), where MSE's is 2 x 3 / 2
+    online.values.grad = None
+    loss, _ = td_loss(online, target, batch, double=True, huber=True)
+    assert loss.item() == pytest.approx((0.5 + 2.5) / 2)
+    loss.backward()
+    assert online.values.grad[1, 0].item() == pytest.approx(1 / 2) and online.values.grad[0, 1].item() == -0.5
 
 
 def test_soft_update():

@@ -75,6 +75,17 @@ def test_resume_continues_the_count(run, smoke_run, tmp_path):
     assert not (copy / "replay_buffer.pt").exists()
 
 
+def test_adam_eps_and_huber_reach_the_update(run, tmp_path):
+    proc = run("dqn.py", *TINY, "--total-timesteps", "400", "--adam-eps", "1.5e-4", "--huber", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    ckpt = load_checkpoint(run_dir / "checkpoint.pt")
+    assert ckpt["optimizers"]["optimizer"]["param_groups"][0]["eps"] == 1.5e-4 and ckpt["args"]["huber"]
+    assert ckpt["optimizers"]["optimizer"]["state"]  # it took gradient steps (from step 200)
+    proc = run("dqn.py", *TINY, "--adam-eps", "0", cwd=tmp_path)
+    assert proc.returncode == 1 and "--adam-eps" in proc.stderr, proc.stderr
+
+
 def test_save_replay_resumes_with_the_buffer(run, tmp_path):
     proc = run("dqn.py", *TINY, "--total-timesteps", "600", "--save-replay", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
