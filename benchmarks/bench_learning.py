@@ -121,7 +121,9 @@ def flag_value(flags: list[str], name: str) -> Optional[str]:
 def threads_given(cmd: list[str]) -> str:
     """The env and torch threads a trainer's command line gives it: "2", or "env 1, torch 2" where they differ."""
     env, torch_ = flag_value(cmd, "--num-threads"), flag_value(cmd, "--torch-threads")
-    return env or "?" if env == torch_ else f"env {env or '?'}, torch {torch_ or '?'}"
+    if env == torch_:
+        return env or "?"
+    return f"env {env or '?'}, torch {torch_ or '?'}"
 
 
 def command(args: Args, seed: int, out: Path, cores: list[int], trainer_flags: list[str]) -> list[str]:

@@ -97,7 +97,7 @@ def _check_type(path: str, key: str, value: Any, annotation: Any, what: str = "c
     if annotation is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if get_origin(annotation) is tuple and isinstance(value, list):  # a TOML array (or a checkpoint's list)
-        if not all(isinstance(v, str) for v in value) and get_args(annotation) == (str, ...):
+        if get_args(annotation) == (str, ...) and not all(isinstance(v, str) for v in value):
             raise SystemExit(f"error: {what} {path}: {key} = {value!r} is not a list of strings")
         return tuple(value)
     if annotation in (int, float, bool, str) and (type(value) is not annotation):

@@ -223,6 +223,22 @@ def test_v5_options_match_gymnasium(task_id, kwargs):
     run_aligned(task_id, kwargs, 120, seed=3)
 
 
+def test_ant_without_contact_forces_observed_plays_the_same_task():
+    # configs/ant_cpu.toml leaves the 78 contact-force values out of Ant-v5's observation: the rewards (contact
+    # cost included) and the other 27 values stay those of the default task, step for step
+    full = rlfast.make("Ant-v5", 4, seed=3)
+    lean = rlfast.make("Ant-v5", 4, seed=3, include_cfrc_ext_in_observation=False)
+    a, b = full.reset()[0], lean.reset()[0]
+    assert a.shape == (4, 105) and b.shape == (4, 27) and torch.equal(a[:, :27], b)
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(300):
+        action = torch.rand(4, 8, generator=gen) * 2 - 1
+        (a, ra, ta, *_), (b, rb, tb, *_) = full.step(action), lean.step(action)
+        assert torch.equal(ra, rb) and torch.equal(ta, tb) and torch.equal(a[:, :27], b)
+    full.close()
+    lean.close()
+
+
 def test_wrong_action_shape_and_nan_are_rejected():
     with rlfast.make("Ant-v5", num_envs=2) as pool:
         pool.reset()
