@@ -78,12 +78,14 @@ class Outcome:
 
 def trainer(folder: Path, *flags: str, env: Optional[dict] = None, preexec: Optional[Callable] = None,
             script: str = "ppo.py", **popen) -> subprocess.Popen:  # fmt: skip
-    """ppo.py (or ``script``, with DQN's flags) in ``folder`` (its runs go to ``folder/runs``), its output piped."""
+    """ppo.py (or ``script``, with DQN's flags) in ``folder`` (its runs go to ``folder/runs``), its output piped.
+    Python's faulthandler is on: a trainer that dies of a signal (an abort, a segfault) prints every thread's stack."""
     base = BASE if script == "ppo.py" else DQN
     return subprocess.Popen([sys.executable, str(ROOT / "scripts" / script), *base, "--runs-dir", str(folder / "runs"),
                              *flags],  # fmt: skip
                             cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, **(env or {})}, preexec_fn=preexec, **popen)  # fmt: skip
+                            env={**os.environ, "PYTHONFAULTHANDLER": "1", **(env or {})}, preexec_fn=preexec,
+                            **popen)  # fmt: skip
 
 
 def finished(proc: subprocess.Popen, timeout: float = 600) -> tuple[int, str]:
@@ -263,6 +265,8 @@ def ctrl_c(when: str) -> Callable[[Path, random.Random], Outcome]:
         ok = code == 130 and "Traceback" not in out and took < 10 and not left and problem is None
         what = f"at {moment - start:.1f} s: status {code}, stopped in {took:.1f} s"
         what += (f"; {problem}" if problem else "") + (f"; processes left: {left}" if left else "")
+        if not ok:  # what the trainer printed last says why (a Python traceback, an abort's message and stacks)
+            what += f"; its output ends: {out[-1500:]!r}"
         return Outcome(ok, what)
 
     return inject

@@ -159,6 +159,7 @@ def _action_reader(space: gym.Space, view: np.ndarray) -> Callable[[], Any]:
 def _worker_main(index: int, env_fns: bytes, conn: Any) -> None:
     """A worker process: builds its envs, reports their spaces, attaches to the segment, serves steps."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not a trainer's KeyboardInterrupt handler, inherited by fork
     envs = []
     try:
         envs = [fn() for fn in cloudpickle.loads(env_fns)]

@@ -16,20 +16,28 @@ from rlfast.algos.config import parse_or_resume
 from rlfast.algos import distributed
 from rlfast.algos.distributed import World
 from rlfast.algos.runargs import flushes_denormals
+from rlfast.algos.signals import Interrupts, caused_by_interrupt
 from rlfast.algos.speed import denormals_flushed, flush_denormals, native_bf16
 
 
 def launch(main: Callable[..., int], args_type: type, script: str) -> NoReturn:
     """A trainer's ``__main__``: ``main(*parse_or_resume(args_type, script))``, then ``finish`` with its exit code.
     Ctrl-C before the run has started (parsing, building the envs) or while ``with run:`` writes its last
-    checkpoint (a second Ctrl-C) ends the process with one line and status 130: checkpoints are written
-    atomically, so the run dir keeps the last one that was complete."""
+    checkpoint (a second Ctrl-C) ends the process with one line and status 130 (143 for SIGTERM): checkpoints are
+    written atomically, so the run dir keeps the last one that was complete. So does another exception raised from
+    the KeyboardInterrupt (``signals.caused_by_interrupt``: an import it cut short)."""
+    interrupts = Interrupts()  # also SIGTERM, and a Ctrl-C inside an import comes just after it (signals.py)
+    interrupts.catch()
     try:
         code = main(*parse_or_resume(args_type, script))
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Exception) as e:
+        if not caused_by_interrupt(e):
+            raise
         print("\ninterrupted: no checkpoint written now (the run dir keeps the last complete one, if any)",
               file=sys.stderr, flush=True)  # fmt: skip
-        code = 130
+        code = 128 + interrupts.signum
+    finally:
+        interrupts.restore()
     finish(code)
 
 

@@ -46,7 +46,7 @@ from rlfast.algos.speed import compiled, describe_speed
 from rlfast.algos.profiling import SectionTimer
 from rlfast.algos.runargs import RunArgs, run_problems, speed_options, usage_error
 from rlfast.algos.runlog import RunLog, run_dir_name
-from rlfast.algos.signals import Interrupts
+from rlfast.algos.signals import Interrupts, caused_by_interrupt
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -305,8 +305,9 @@ class Run:
         return path
 
     def __exit__(self, exc_type: Optional[type], exc: Optional[BaseException], tb: Any) -> bool:
+        interrupted = exc is not None and caused_by_interrupt(exc)
         try:
-            if exc_type is KeyboardInterrupt and self.world.is_main:
+            if interrupted and self.world.is_main:
                 # The latest weights (maybe mid-update) with the progress of the last completed iteration.
                 path = self.save_or_stop("checkpoint.pt")
                 iteration, step = self.completed
@@ -317,7 +318,7 @@ class Run:
                 steps = self.global_step - self._start_step
                 print(self.timer.summary(steps=steps))
                 print(f"{steps:,} steps in {self.log.elapsed():.1f} s; saved {path}", flush=True)
-            if exc_type is KeyboardInterrupt:
+            if interrupted:
                 self.exit_code = 128 + self._interrupts.signum
         finally:
             self._interrupts.restore()
@@ -326,4 +327,4 @@ class Run:
                 self.log.close()
             if exc_type is None:
                 distributed.destroy_process_group()
-        return exc_type is KeyboardInterrupt
+        return interrupted

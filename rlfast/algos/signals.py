@@ -10,17 +10,34 @@ DEFER_S = 0.05
 MAX_DEFERRALS = 40
 """after this many deferrals (2 s) the KeyboardInterrupt is raised wherever the main thread is"""
 _LIBRARIES = ("/threading.py", "/queue.py")
+_IMPORTS = "<frozen importlib._bootstrap"
 
 
 def _in_locked_code(frame: Any) -> bool:
     """Whether the main thread is inside threading, queue or tensorboard code, where a KeyboardInterrupt can
     leave a lock held or a queue's waiter unwoken: TensorBoard's writer thread then never ends and the run's
-    exit hangs on it (seen in CI: the APPO run saved its checkpoint, then waited forever in RunLog.close)."""
+    exit hangs on it (seen in CI: the APPO run saved its checkpoint, then waited forever in RunLog.close); or
+    inside an import, which it leaves half done (torch.compile's first call imports inductor: a Ctrl-C there
+    came out as a RuntimeError from a class body, "Error calling __set_name__", and a traceback)."""
     while frame is not None:
         name = frame.f_code.co_filename
-        if name.endswith(_LIBRARIES) or "/tensorboard/" in name:
+        if name.endswith(_LIBRARIES) or "/tensorboard/" in name or name.startswith(_IMPORTS):
             return True
         frame = frame.f_back
+    return False
+
+
+def caused_by_interrupt(exc: BaseException) -> bool:
+    """Whether ``exc`` is a KeyboardInterrupt or was raised while handling one, or from one: a library that turns
+    the exception it caught into its own (a class body's ``__set_name__`` into RuntimeError, a compiler backend's
+    failure) still ends a run the way Ctrl-C does. A context cut off with ``raise ... from None`` does not count (a
+    full disk met while the interrupted run saves is its own error)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
     return False
 
 

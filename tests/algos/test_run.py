@@ -5,6 +5,7 @@ The PPO scripts on top of it are checked end to end in tests/scripts."""
 
 import dataclasses
 import os
+import signal
 import stat
 import subprocess
 import sys
@@ -211,3 +212,41 @@ def test_finish_exits_with_the_code_after_the_atexit_handlers(tmp_path):
               "atexit.register(lambda: print('atexit ran', flush=True))\nfinish(3)\n")  # fmt: skip
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert proc.returncode == 3 and proc.stdout == "atexit ran\n", (proc.returncode, proc.stdout, proc.stderr)
+
+
+def test_an_error_raised_from_an_interrupt_saves_and_exits_as_ctrl_c_does(tmp_path, capsys):
+    # e.g. a Ctrl-C inside the import torch.compile's first call makes, which a class body turns into RuntimeError
+    run = make_run(tmp_path)
+    pool = run.make_env(2, num_threads=1)
+    run.track(models={"model": torch.nn.Linear(1, 1)})
+    with run:
+        for iteration in run.iterations():
+            if iteration == 2:
+                try:
+                    raise KeyboardInterrupt
+                except KeyboardInterrupt as e:
+                    raise RuntimeError("Error calling __set_name__ on 'Field' instance") from e
+            run.end_iteration(10, {"losses/x": 0.0}, None)
+    assert run.exit_code == 130 and pool.closed and load_checkpoint(run.run_dir)["iteration"] == 1
+    assert "interrupted at step 10 (iteration 1)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("sig", [None, signal.SIGTERM])
+def test_launch_ends_an_interrupt_before_the_run_with_one_line(tmp_path, sig):
+    """Before ``with run:`` (parsing, building the envs, torch.compile's imports), Ctrl-C, SIGTERM or an error a
+    library raised from the KeyboardInterrupt end the trainer with one line and status 128 + the signal."""
+    body = ("    time.sleep(0.2); os.kill(os.getpid(), signal.SIGTERM); time.sleep(5)\n" if sig else
+            "    try:\n        raise KeyboardInterrupt\n    except KeyboardInterrupt as e:\n"
+            "        raise RuntimeError('an import cut short') from e\n")  # fmt: skip
+    script = ("import os, signal, time\nimport rlfast.algos.launch as L\nL.parse_or_resume = lambda a, s: ()\n"
+              f"def main():\n{body}    return 0\nL.launch(main, None, 'unit.py')\n")  # fmt: skip
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 128 + (sig or signal.SIGINT), (proc.returncode, proc.stderr)
+    assert "Traceback" not in proc.stderr and "interrupted: no checkpoint written now" in proc.stderr, proc.stderr
+
+
+def test_launch_lets_other_errors_through(tmp_path):
+    script = ("import rlfast.algos.launch as L\nL.parse_or_resume = lambda a, s: ()\n"
+              "def main():\n    raise ValueError('a real bug')\nL.launch(main, None, 'unit.py')\n")  # fmt: skip
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 1 and "ValueError: a real bug" in proc.stderr, (proc.returncode, proc.stderr)
