@@ -216,7 +216,7 @@ def test_cartpole_preset_reaches_400(tmp_path, learning_run):
 
 @pytest.mark.parametrize(
     "preset", ["cartpole_appo.toml", "pong_appo_5min.toml", "breakout_cleanba.toml", "pong_sample_factory.toml",
-               "doom_basic_appo.toml"]
+               "doom_basic_appo.toml", "doom_defend_center_appo.toml"]
 )
 def test_presets_are_valid_args(preset, load_script):
     appo = load_script("appo.py")
