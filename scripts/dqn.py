@@ -120,6 +120,8 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
                 global_step += N
                 with timer("train"):  # while the envs step
                     if steps := schedule.gradient_steps(global_step, N, len(rb)):
+                        for group in optimizer.param_groups:  # --anneal-lr
+                            group["lr"] = args.lr(global_step)
                         loss, q_mean = update(q_network, target_network, optimizer, loss_fn, rb, args, steps)
                         losses = {"losses/td_loss": loss, "losses/q_values": q_mean}
                     if schedule.target_update(global_step):
@@ -132,7 +134,8 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
                     obs.copy_(o, non_blocking=True)
                     episodes.record(step, terminated, truncated, info)
 
-            run.end_iteration(N * T, {**losses, "charts/epsilon": epsilon}, episodes.table)
+            scalars = {**losses, "charts/epsilon": epsilon, "charts/learning_rate": args.lr(global_step)}
+            run.end_iteration(N * T, scalars, episodes.table)
     return run.exit_code
 
 

@@ -62,6 +62,9 @@ class DQNArgs(Flags):
     adam_eps: float = bounded(1e-8, low=0, low_open=True)
     """Adam's epsilon (CleanRL: torch's 1e-8; Hessel et al. 2018's Rainbow and Dopamine: 1.5e-4, which keeps the
     steps of rarely-updated weights small)"""
+    anneal_lr: bool = False
+    """anneal the learning rate linearly from --learning-rate to 0 at --total-timesteps (CleanRL's PPO schedule;
+    off: a constant rate, as in CleanRL's DQN)"""
     huber: bool = False
     """the Huber (smooth L1) TD loss, Mnih et al. 2015's clipping of the TD error to [-1, 1] in the gradient, as
     Dopamine and SB3 use it (CleanRL: the squared error)"""
@@ -81,6 +84,13 @@ class DQNArgs(Flags):
         """The exploration at env step ``global_step``: CleanRL's linear schedule from --start-e to --end-e over
         --exploration-fraction of --total-timesteps."""
         return linear_schedule(self.start_e, self.end_e, self.exploration_fraction * self.total_timesteps, global_step)
+
+    def lr(self, global_step: int) -> float:
+        """The learning rate at env step ``global_step``: --learning-rate, or with --anneal-lr its share
+        ``1 - global_step / --total-timesteps`` (not below 0)."""
+        if not self.anneal_lr:
+            return self.learning_rate
+        return self.learning_rate * max(1.0 - global_step / self.total_timesteps, 0.0)
 
     def validate(self) -> list[str]:
         problems = super().validate()

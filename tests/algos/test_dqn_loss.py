@@ -26,6 +26,13 @@ def test_linear_schedule_matches_cleanrl():
                                                                 (0, 500, 1000, 5000)]  # fmt: skip
 
 
+def test_anneal_lr_is_linear_to_zero_at_the_end_and_off_by_default():
+    args = Args(total_timesteps=2000, learning_rate=1e-3)
+    assert [args.lr(t) for t in (0, 1000, 3000)] == [1e-3] * 3
+    args = Args(total_timesteps=2000, learning_rate=1e-3, anneal_lr=True)
+    assert [args.lr(t) for t in (0, 500, 2000, 3000)] == pytest.approx([1e-3, 7.5e-4, 0.0, 0.0])
+
+
 def test_epsilon_greedy_explores_at_the_rate_asked_and_is_greedy_otherwise():
     q = torch.zeros(20000, 4)
     q[:, 2] = 1.0

@@ -86,6 +86,19 @@ def test_adam_eps_and_huber_reach_the_update(run, tmp_path):
     assert proc.returncode == 1 and "--adam-eps" in proc.stderr, proc.stderr
 
 
+def test_anneal_lr_reaches_the_optimizer_and_the_log(run, tmp_path):
+    proc = run("dqn.py", *TINY, "--total-timesteps", "400", "--learning-rate", "1e-3", "--anneal-lr", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    # The last gradient steps came at step 400 of 400 (2 envs): the rate set then is 1e-3 x (1 - 400/400) = 0.
+    group = load_checkpoint(run_dir / "checkpoint.pt")["optimizers"]["optimizer"]["param_groups"][0]
+    assert group["lr"] == 0.0
+    acc = EventAccumulator(str(run_dir))
+    acc.Reload()
+    # Logged after each iteration of 100 steps: the rate at its last step.
+    assert [e.value for e in acc.Scalars("charts/learning_rate")] == pytest.approx([7.5e-4, 5e-4, 2.5e-4, 0.0])
+
+
 def test_save_replay_resumes_with_the_buffer(run, tmp_path):
     proc = run("dqn.py", *TINY, "--total-timesteps", "600", "--save-replay", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
