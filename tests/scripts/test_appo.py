@@ -216,7 +216,7 @@ def test_cartpole_preset_reaches_400(tmp_path, learning_run):
 
 @pytest.mark.parametrize(
     "preset", ["cartpole_appo.toml", "pong_appo_5min.toml", "breakout_cleanba.toml", "pong_sample_factory.toml",
-               "doom_basic_appo.toml", "doom_defend_center_appo.toml"]
+               "doom_basic_appo.toml", "doom_defend_center_appo.toml", "doom_health_gathering_supreme_appo.toml"]
 )
 def test_presets_are_valid_args(preset, load_script):
     appo = load_script("appo.py")
@@ -224,3 +224,5 @@ def test_presets_are_valid_args(preset, load_script):
     assert args.validate() == [] and args.config.endswith(preset)
     if preset == "breakout_cleanba.toml":
         assert args.deterministic and args.batch_size == args.num_envs * args.trajectory_length
+    if preset == "doom_health_gathering_supreme_appo.toml":
+        assert args.recurrent == "gru"
