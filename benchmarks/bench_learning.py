@@ -65,6 +65,11 @@ REFERENCES = {  # published figures: (what, env steps, mean, +- or None); MuJoCo
         ("rl-baselines3-zoo PPO, LunarLander-v2, final policy evaluated after 1M steps (its benchmark.md)", 1_000_000,
          242.12, 31.82),
     ],
+    "rlfast.vizdoom:DoomHealthGatheringSupreme-v0": [  # frames / 4 = agent steps (frame skip 4)
+        ("Sample Factory, the Hugging Face Deep RL course's recipe (GRU, --train_for_env_steps=4000000 frames): "
+         "the best training means (Sample Factory's running average) of 7 course models on Hugging Face, "
+         "22.2-26.8 at 3.64-3.93M frames (their checkpoint names)", 950_000, 24.98, 1.88),
+    ],
 }  # fmt: skip
 MAX_POINTS = 400
 MAX_MARKS = 12
