@@ -95,6 +95,8 @@ class CNNArgs(Flags):
 
     ADDED: ClassVar[dict[str, Any]] = {"auto_speed": False}
     """runs checkpointed before --auto-speed existed resume as they ran"""
+    AUTO_SPEED: ClassVar[tuple[str, ...]] = ("channels_last", "bf16", "flush_denormals")
+    """the flags --auto-speed turns on: turning one off needs --no-auto-speed (config.check_auto_off says so)"""
     channels_last: bool = False
     """keep the CNN's weights and activations channels-last (NHWC), which oneDNN's
     CPU convolutions run faster (speed.FrameNet)"""

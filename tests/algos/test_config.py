@@ -155,3 +155,20 @@ def test_a_toml_array_of_strings_fills_a_tuple_field_without_a_warning(tmp_path,
     assert parse_args(WithItems, ["--config", write(tmp_path, 'items = ["a=1"]\n'), "--items", "c=2"]).items == ("c=2",)
     with pytest.raises(SystemExit, match=r"items = \[1\] is not a list of strings"):
         parse_args(WithItems, ["--config", write(tmp_path, "items = [1]\n")])
+
+
+def test_turning_off_what_auto_speed_turns_on_is_refused_unless_auto_speed_is_off(tmp_path):
+    from rlfast.algos.runargs import CNNArgs
+
+    assert parse_args(CNNArgs, []).auto_speed  # the default: --no-bf16 alone would change nothing
+    with pytest.raises(SystemExit, match=r"^error: --no-bf16 does nothing while --auto-speed .* --no-auto-speed"):
+        parse_args(CNNArgs, ["--no-bf16"])
+    with pytest.raises(SystemExit, match=r"^error: --no-channels-last, --no-flush-denormals do nothing"):
+        parse_args(CNNArgs, ["--no-flush-denormals", "--no-channels-last"])
+    preset = tmp_path / "p.toml"
+    preset.write_text("bf16 = false\n")
+    with pytest.raises(SystemExit, match=r"^error: --no-bf16 does nothing"):
+        parse_args(CNNArgs, ["--config", str(preset)])
+    args = parse_args(CNNArgs, ["--no-auto-speed", "--no-bf16", "--channels-last"])
+    assert (args.auto_speed, args.bf16, args.channels_last) == (False, False, True)
+    assert parse_args(CNNArgs, ["--bf16"]).bf16  # turning one on is no conflict
