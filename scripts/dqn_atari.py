@@ -34,7 +34,7 @@ import rlfast  # (before torch: how long torch's idle threads spin, rlfast/_omp.
 import torch
 from torch import nn
 
-from rlfast.algos.dqn import DQNArgs, ReplayRatio, epsilon_greedy, replay_buffer, soft_update, td_loss
+from rlfast.algos.dqn import DQNArgs, ReplayRatio, anneal_lr, epsilon_greedy, replay_buffer, soft_update, td_loss
 from rlfast.algos.episodes import Episodes, game_starts
 from rlfast.algos.flags import bounded
 from rlfast.algos.nets import nature_widths
@@ -179,8 +179,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
                 global_step += N
                 with timer("train"):  # while the envs step
                     if steps := schedule.gradient_steps(global_step, N, len(rb)):
-                        for group in optimizer.param_groups:  # --anneal-lr
-                            group["lr"] = args.lr(global_step)
+                        anneal_lr(optimizer, args, global_step)
                         loss, q_mean = update(q_network, target_network, optimizer, loss_fn, rb, args, steps)
                         losses = {"losses/td_loss": loss, "losses/q_values": q_mean}
                     if schedule.target_update(global_step):

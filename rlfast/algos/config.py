@@ -118,22 +118,24 @@ def parse_args(cls: type[T], argv: Optional[Sequence[str]] = None, base: Optiona
         values.update(preset)
         if "config" in names:
             values["config"] = str(Path(path))
-    args = tyro.cli(cls, default=cls(**values), args=new_flags(cls, rest))
-    check_auto_off(cls, args, preset, new_flags(cls, rest))
+    flags = new_flags(cls, rest)
+    args = tyro.cli(cls, default=cls(**values), args=flags)
+    check_auto_off(cls, args, preset, flags)
     return args
 
 
 def check_auto_off(cls: type, args: Any, preset: Mapping[str, Any], argv: Sequence[str]) -> None:
     """SystemExit when a flag that ``--auto-speed`` turns on (``cls.AUTO_SPEED``) is turned off (``--no-bf16``, or
-    ``bf16 = false`` in the preset) while ``--auto-speed`` is on: it would turn the flag back on in silence."""
+    ``bf16 = false`` in the preset) while ``--auto-speed`` is on: on a CPU it would turn the flag back on in
+    silence (the flags' defaults are off, so the ``--no-`` form never changes anything by itself)."""
     off = [name for name in getattr(cls, "AUTO_SPEED", ())
            if f"--no-{name.replace('_', '-')}" in argv or preset.get(name) is False]  # fmt: skip
     if off and getattr(args, "auto_speed", False):
         flags = ", ".join(f"--no-{name.replace('_', '-')}" for name in off)
         does, it = ("does", "it") if len(off) == 1 else ("do", "them")
-        raise SystemExit(f"error: {flags} {does} nothing while --auto-speed (on by default) turns {it} on: add "
-                         f"--no-auto-speed, then the speed options you want (--channels-last, --flush-denormals, "
-                         f"--bf16)")  # fmt: skip
+        raise SystemExit(f"error: {flags} {does} nothing while --auto-speed (on by default) turns {it} on on a "
+                         f"CPU: add --no-auto-speed, then the speed options you want (--channels-last, "
+                         f"--flush-denormals, --bf16)")  # fmt: skip
 
 
 def parse_or_resume(cls: type[T], script: str, argv: Optional[Sequence[str]] = None) -> tuple[T, Optional[dict]]:

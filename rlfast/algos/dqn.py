@@ -2,6 +2,7 @@
 
 DQNArgs         CleanRL's dqn.py hyperparameters, plus num_envs, replay_ratio, Double DQN and n-step returns
 linear_schedule CleanRL's epsilon schedule
+anneal_lr       with --anneal-lr, the learning rate of an env step (DQNArgs.lr) into the optimizer
 epsilon_greedy  random actions with probability epsilon, per env; the Q-network runs only if some env is greedy
 td_loss         the TD loss against a target network (optionally Double DQN; n-step via the batch)
 soft_update     target <- tau * online + (1 - tau) * target
@@ -110,6 +111,13 @@ def linear_schedule(start_e: float, end_e: float, duration: float, t: int) -> fl
     """Epsilon at env step ``t``: from ``start_e`` linearly to ``end_e`` over ``duration`` steps, then flat."""
     slope = (end_e - start_e) / duration
     return max(slope * t + start_e, end_e)
+
+
+def anneal_lr(optimizer: torch.optim.Optimizer, args: DQNArgs, global_step: int) -> None:
+    """With ``args.anneal_lr``, sets the learning rate of env step ``global_step`` (``DQNArgs.lr``)."""
+    if args.anneal_lr:
+        for group in optimizer.param_groups:
+            group["lr"] = args.lr(global_step)
 
 
 def epsilon_greedy(
