@@ -2,6 +2,7 @@
 
     python scripts/evaluate.py runs/<run>                               # its checkpoint.pt, 10 greedy episodes
     python scripts/evaluate.py runs/<run>/checkpoint_000100.pt --episodes 100 --sample
+    python scripts/evaluate.py runs/<run>/best.pt                       # the best --eval-every evaluation's policy
 
 Works for any trainer that writes ``rlfast.algos.checkpoint`` checkpoints and whose script
 (named in the checkpoint, looked up next to this file) keeps the contract written down there

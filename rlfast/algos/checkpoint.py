@@ -12,6 +12,8 @@ One ``torch.save``d dict, loadable with ``weights_only=True``::
     optimizers   {"optimizer": state_dict, ...}
     normalizers  {"obs": ObsNormalizer.state_dict(), ...} ({} when none)
     rng          torch (CPU + every CUDA device), numpy legacy global, python ``random``
+    world_size, best_eval   ranks under torchrun (1: one process); the highest eval/episodic_return so far
+                 (None: no --eval-every evaluation yet), the one run_dir/best.pt was saved at
     crc32        CRC-32 of all of the above (``checksum``), checked when loaded: torch's loader reads bytes
                  changed inside a tensor's data without complaint
 

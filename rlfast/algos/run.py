@@ -25,7 +25,8 @@ for the rest. It never calls back into the trainer::
 process (``launch.start_process``: seeds, threads, device). ``with run:`` creates the run dir and its ``RunLog``;
 leaving it writes ``checkpoint.pt`` and the profile table, or on Ctrl-C / SIGTERM saves ``checkpoint.pt`` and sets
 ``exit_code`` to 130 / 143. ``end_iteration`` logs (with ``--eval-every``'s evaluations: ``evaluation.Evaluator``),
-prints the progress line, writes the checkpoints that are due and ends the loop at the last iteration or once
+prints the progress line, writes the checkpoints that are due (and ``best.pt`` after an evaluation better than
+every one before it, the run's earlier ones included) and ends the loop at the last iteration or once
 ``--target-return`` is reached.
 """
 
@@ -121,6 +122,8 @@ class Run:
         self._interrupts = Interrupts()
         self._saved_step: Optional[int] = self.global_step if ckpt is not None else None
         """the step of the last checkpoint.pt in the run dir (None: none yet)"""
+        self.best_eval: Optional[float] = ckpt.get("best_eval") if ckpt is not None else None
+        """the highest eval/episodic_return so far (None: no evaluation yet), whose state is run_dir/best.pt"""
 
     @property
     def resumed(self) -> bool:
@@ -214,6 +217,7 @@ class Run:
         state = make_checkpoint(script=self.script, env_id=self.args.env_id, args=dataclasses.asdict(self.args),
                                 global_step=step, iteration=iteration, **self._state)  # fmt: skip
         state["world_size"] = self.world.world_size
+        state["best_eval"] = self.best_eval
         if self._states:
             state["states"] = {name: obj.state_dict() for name, obj in self._states.items()}
         return save_checkpoint(self.run_dir / name, state)
@@ -267,12 +271,15 @@ class Run:
             episodes = world.gather_columns(episodes)
         for name, model in self._state["models"].items():  # the ranks' copies still identical
             world.check_in_sync(model.parameters(), f"{name}'s parameters")
-        reached = False
+        reached = best = False
         if world.is_main:
             if self.evaluator.due(self.iteration):
                 with self.timer("eval"):
                     evaluation, video = self.evaluator.run(self._state, self.run_dir, self.global_step)
-                scalars = {**scalars, **evaluation}
+                score = evaluation["eval/episodic_return"]
+                best = self.best_eval is None or score > self.best_eval
+                self.best_eval = score if best else self.best_eval
+                scalars = {**scalars, **evaluation, "eval/best_return": self.best_eval}
                 self.log.video(video, self.global_step)
             if episodes is not None:
                 self.log.episodes(*episodes, first_step)
@@ -286,6 +293,8 @@ class Run:
         if world.is_main:
             self.log.progress(self.global_step, final=self._finished)
         self.completed = (self.iteration, self.global_step)
+        if best:  # the best policy so far (main process only: it alone evaluates)
+            self.save_or_stop("best.pt")
         for name in self._schedule.due(self.iteration):
             self.save_or_stop(name)
 

@@ -57,7 +57,8 @@ class RunArgs(Flags):
     """synchronize CUDA at profiler section boundaries (exact split, a little slower)"""
     eval_every: int = bounded(0, low=0, note="0: off")
     """every this many iterations (and after the last), play --eval-episodes greedy episodes on an evaluation pool
-    of its own and log eval/episodic_return (Atari: whole games, raw score), as SB3's EvalCallback"""
+    of its own and log eval/episodic_return (Atari: whole games, raw score), as SB3's EvalCallback; the checkpoint
+    of the best evaluation so far is kept as run_dir/best.pt"""
     eval_episodes: int = bounded(10, low=1)
     """episodes (envs, played at once) of each evaluation"""
     capture_video: bool = False

@@ -8,7 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from rlfast.algos.checkpoint import save_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"
@@ -34,6 +37,43 @@ def test_eval_every_logs_greedy_returns_at_its_iterations(tmp_path, run_dir_of):
     assert all(8 <= v <= 500 for v in lengths)
     assert re.search(r"^eval\s+\d+\.\d+\s+\d+\.\d%", proc.stdout, re.MULTILINE)  # its own profile section
     assert not (run_dir / "videos").exists()
+
+
+def running_max(values):
+    return [max(values[: i + 1]) for i in range(len(values))]
+
+
+def test_eval_every_keeps_the_best_evaluated_policy_as_best_pt_across_a_resume(tmp_path, run_dir_of):
+    proc = run("ppo.py", "--num-envs", "4", "--num-steps", "32", "--total-timesteps", "1280", "--eval-every", "2",
+               "--eval-episodes", "3", "--seed", "3", cwd=tmp_path)  # fmt: skip
+    run_dir = run_dir_of(proc, tmp_path)
+    proc = run("ppo.py", "--resume", str(run_dir), "--total-timesteps", "2560", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    acc = EventAccumulator(str(run_dir))
+    acc.Reload()
+    returns = [(e.step, e.value) for e in acc.Scalars("eval/episodic_return")]
+    assert [s for s, _ in returns] == list(range(256, 2561, 256))  # both runs' evaluations
+    values = [v for _, v in returns]
+    assert len(set(values)) > 1, values  # else which one is best is not tested
+    assert [e.value for e in acc.Scalars("eval/best_return")] == running_max(values)
+    best_step = returns[values.index(max(values))][0]  # the first evaluation with the highest mean
+    best = torch.load(run_dir / "best.pt", weights_only=True)
+    assert best["best_eval"] == max(values) and best["global_step"] == best_step
+    final = torch.load(run_dir / "checkpoint.pt", weights_only=True)
+    assert final["best_eval"] == max(values) and final["global_step"] == 2560
+    if best_step != 2560:  # the policy played by evaluate.py is the best one's, not the last one's
+        assert any(not torch.equal(best["models"]["agent"][k], final["models"]["agent"][k])
+                   for k in final["models"]["agent"])  # fmt: skip
+
+    # A resumed run compares with the best of the run before it, kept in checkpoint.pt: one no evaluation can beat
+    # leaves best.pt alone.
+    final["best_eval"] = 1e9
+    save_checkpoint(run_dir / "checkpoint.pt", {k: v for k, v in final.items() if k != "crc32"})
+    proc = run("ppo.py", "--resume", str(run_dir), "--total-timesteps", "3072", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    acc.Reload()
+    assert [(e.step, e.value) for e in acc.Scalars("eval/best_return")][-2:] == [(2816, 1e9), (3072, 1e9)]
+    assert torch.load(run_dir / "best.pt", weights_only=True)["global_step"] == best_step
 
 
 @pytest.fixture(scope="module")
