@@ -3,6 +3,7 @@
     python scripts/evaluate.py runs/<run>                               # its checkpoint.pt, 10 greedy episodes
     python scripts/evaluate.py runs/<run>/checkpoint_000100.pt --episodes 100 --sample
     python scripts/evaluate.py runs/<run>/best.pt                       # the best --eval-every evaluation's policy
+    python scripts/evaluate.py runs/<run> --save-policy policy.pt      # and write its weights alone, to share
 
 Works for any trainer that writes ``rlfast.algos.checkpoint`` checkpoints and whose script
 (named in the checkpoint, looked up next to this file) keeps the contract written down there
@@ -29,7 +30,7 @@ import rlfast  # noqa: F401  (before torch: how long torch's idle threads spin, 
 import torch
 import tyro
 
-from rlfast.algos.checkpoint import load_checkpoint, trainer_of
+from rlfast.algos.checkpoint import load_checkpoint, policy_only, save_checkpoint, trainer_of
 from rlfast.algos.contract import contract_problems
 from rlfast.algos.evaluation import Videos, evaluate, make_eval_envs
 from rlfast.algos.normalize import ObsNormalizer
@@ -59,6 +60,9 @@ class Args:
     policy: int = 0
     """a population's member to play (appo.py --pbt-population: its checkpoint holds agent, agent_1, ...; the run's
     last line names the best); 0: the checkpoint's agent"""
+    save_policy: Optional[str] = None
+    """also write the evaluated policy to this file: its weights, normalizer and options, without the optimizer
+    state, other networks or RNG (a file to commit or share, which this script reads and --resume refuses)"""
 
 
 def load_script(name: str):
@@ -152,6 +156,12 @@ def main(args: Args) -> int:
     if videos is not None:
         for path, frames in zip(videos.paths, videos.frames):
             print(f"video: {path} ({frames} frames)")
+    if args.save_policy is not None:
+        try:
+            path = save_checkpoint(args.save_policy, policy_only(ckpt, model))
+        except OSError as e:  # a CheckpointWriteError, or a folder that cannot be made
+            raise SystemExit(f"error: --save-policy: {e}") from None
+        print(f"policy: {path} ({path.stat().st_size / 1e6:.1f} MB)")
     return 0
 
 

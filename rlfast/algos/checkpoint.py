@@ -14,6 +14,7 @@ One ``torch.save``d dict, loadable with ``weights_only=True``::
     rng          torch (CPU + every CUDA device), numpy legacy global, python ``random``
     world_size, best_eval   ranks under torchrun (1: one process); the highest eval/episodic_return so far
                  (None: no --eval-every evaluation yet), the one run_dir/best.pt was saved at
+    policy_only  true in a file of ``policy_only`` (``evaluate.py --save-policy``): one model, nothing to resume
     crc32        CRC-32 of all of the above (``checksum``), checked when loaded: torch's loader reads bytes
                  changed inside a tensor's data without complaint
 
@@ -254,6 +255,18 @@ def load_side_file(path: Path, obj: Any, global_step: int) -> Optional[Path]:
     except ValueError as e:
         raise ValueError(f"{path}: {e} (move the file away to resume without it)") from None
     return path
+
+
+def policy_only(ckpt: Mapping[str, Any], model: str = "agent") -> dict[str, Any]:
+    """``ckpt`` with what playing its policy ``model`` needs (as ``"agent"``): its weights, its normalizers, the
+    trainer's args and env options. No optimizer state, other networks (a DQN's target, a population's other
+    members), extra states or RNG: a file to commit or share, which ``scripts/evaluate.py`` reads and ``--resume``
+    refuses (``policy_only`` is true)."""
+    keep = ("format", "script", "env_id", "env_kwargs", "eval_env_kwargs", "args", "global_step", "iteration",
+            "normalizers", "world_size", "best_eval")  # fmt: skip
+    policy = {k: ckpt[k] for k in keep if k in ckpt}
+    policy.update(models={"agent": ckpt["models"][model]}, optimizers={}, policy_only=True)
+    return policy
 
 
 def trainer_of(ckpt: Mapping[str, Any]) -> str:

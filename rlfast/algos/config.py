@@ -155,6 +155,9 @@ def parse_or_resume(cls: type[T], script: str, argv: Optional[Sequence[str]] = N
         ckpt = load_checkpoint(path)
     except ValueError as e:
         raise SystemExit(f"error: --resume: {e}") from None
+    if ckpt.get("policy_only"):
+        raise SystemExit(f"error: --resume: {path} holds a policy only (evaluate.py --save-policy: no optimizer "
+                         "state): resume from its run's checkpoint.pt")  # fmt: skip
     if (goes_on := trainer_of(ckpt)) != script:
         moved = "" if goes_on == ckpt["script"] else f" (that run now goes on in {goes_on})"
         raise SystemExit(f"error: --resume: {path} was written by {ckpt['script']}{moved}, not {script}")

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from rlfast.algos.checkpoint import load_checkpoint
@@ -114,3 +115,23 @@ def test_evaluate_rebuilds_a_dueling_half_width_net(run, tmp_path):
     proc = run("evaluate.py", str(run_dir), "--episodes", "1", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "checkpoint at step 256, greedy policy" in proc.stdout
+
+
+def test_save_policy_writes_a_weights_only_file_that_plays_the_same_and_does_not_resume(run, breakout_run, tmp_path):
+    run_dir, _ = breakout_run
+    policy = tmp_path / "shared" / "policy.pt"
+    proc = run("evaluate.py", str(run_dir), "--episodes", "2", "--save-policy", str(policy), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(rf"^policy: {re.escape(str(policy))} \(\d+\.\d MB\)$", proc.stdout, re.MULTILINE)
+    full, saved = load_checkpoint(run_dir), load_checkpoint(policy)  # load_checkpoint checks its crc32 too
+    assert saved["policy_only"] and set(saved["models"]) == {"agent"} and saved["optimizers"] == {}
+    assert "rng" not in saved and "target" in full["models"] and full["optimizers"]
+    for name, weight in full["models"]["agent"].items():
+        assert torch.equal(saved["models"]["agent"][name], weight), name
+    assert policy.stat().st_size < 0.6 * (run_dir / "checkpoint.pt").stat().st_size  # no target, no Adam moments
+    again = run("evaluate.py", str(policy), "--episodes", "2", cwd=tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    score = re.compile(r"^return: .*$", re.MULTILINE)
+    assert score.search(again.stdout).group() == score.search(proc.stdout).group()  # the same policy, same games
+    proc = run("dqn_atari.py", "--resume", str(policy), cwd=tmp_path)
+    assert proc.returncode == 1 and f"error: --resume: {policy} holds a policy only" in proc.stderr
