@@ -3,6 +3,7 @@ stats, a checkpoint with its evaluation options, gradient steps at the replay ra
 whole games with raw scores. The buffer's stacks are checked against the pool's own stacking in
 tests/algos/test_replay.py (a Breakout pool with episodic life)."""
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -135,3 +136,20 @@ def test_save_policy_writes_a_weights_only_file_that_plays_the_same_and_does_not
     assert score.search(again.stdout).group() == score.search(proc.stdout).group()  # the same policy, same games
     proc = run("dqn_atari.py", "--resume", str(policy), cwd=tmp_path)
     assert proc.returncode == 1 and f"error: --resume: {policy} holds a policy only" in proc.stderr
+
+
+def test_rainbow_preset_is_variant_c_with_its_evaluations(load_script):
+    """configs/pong_dqn_rainbow.toml is the command line of the results page's variant c (pong_dqn_fast.toml plus
+    its flags), with the greedy evaluations that keep best.pt on."""
+    from rlfast.algos.config import parse_or_resume
+
+    dqn = load_script("dqn_atari.py")
+    configs = ROOT / "configs"
+    preset, _ = parse_or_resume(dqn.Args, "dqn_atari.py", ["--config", str(configs / "pong_dqn_rainbow.toml")])
+    c, _ = parse_or_resume(dqn.Args, "dqn_atari.py", [
+        "--config", str(configs / "pong_dqn_fast.toml"), "--cnn-width", "0.5", "--dueling", "--batch-size", "64",
+        "--learning-rate", "6.25e-5", "--target-network-frequency", "8000", "--eval-every", "50"])  # fmt: skip
+    assert preset.validate() == []
+    differ = {f.name for f in dataclasses.fields(dqn.Args) if getattr(preset, f.name) != getattr(c, f.name)}
+    assert differ == {"config", "exp_name"}
+    assert (preset.num_envs, preset.batch_size, preset.replay_ratio, preset.eval_every) == (64, 64, 8.0, 50)
