@@ -277,6 +277,7 @@ def curve(path: Path, window: int) -> dict:
             points.append((step, at(step), sum(recent) / window))
     keep = points[:: max(1, math.ceil(len(points) / MAX_POINTS))] + points[-1:]
     steps = iter_steps[-1] if iter_steps else 0
+    evals = sorted(scalars("eval/episodic_return"), key=lambda e: e.step)  # the trainer's --eval-every evaluations
     return {
         "run_dir": path.name,
         "finished": (path / "finished").exists(),
@@ -290,6 +291,9 @@ def curve(path: Path, window: int) -> dict:
         "curve": {"steps": [p[0] for p in keep], "seconds": [round(p[1], 1) for p in keep],
                   "mean_return": [round(p[2], 2) for p in keep]},  # fmt: skip
         "at": at_marks(points, steps),
+        "evals": {"steps": [e.step for e in evals], "seconds": [round(at(e.step), 1) for e in evals],
+                  "mean_return": [round(e.value, 2) for e in evals]},  # fmt: skip
+        "best_eval": max(((e.value, e.step) for e in evals), key=lambda v: (v[0], -v[1]), default=None),
         "_points": points,
     }
 
@@ -326,8 +330,8 @@ def equal_steps(groups: Sequence[tuple[str, dict]]) -> list[str]:
     marks = kept
     cell = lambda at, m: fmt_return(at.get(str(m)))  # noqa: E731
     head = [f"{m / 1e6:g}M" if m >= 100_000 else f"{m:,}" for m in marks]
-    return ["", "Windowed mean at equal steps (the last full window ending at or before each mark, from every episode):",
-            "", "| run | " + " | ".join(head) + " |", "|---|" + "---|" * len(marks)] + [
+    title = "Windowed mean at equal steps (the last full window ending at or before each mark, from every episode):"
+    return ["", title, "", "| run | " + " | ".join(head) + " |", "|---|" + "---|" * len(marks)] + [
         f"| {name} | " + " | ".join(cell(at, m) for m in marks) + " |" for name, at in rows]  # fmt: skip
 
 
@@ -371,10 +375,12 @@ def report(args: Args, out: Path) -> dict:
             if runs[seed]["placement"] and "threads" not in runs[seed]["placement"]:  # placed before it was recorded
                 runs[seed]["placement"]["threads"] = threads_from_log(out / "logs" / f"seed{seed}.log")
     to_it = f"steps to {args.threshold:,g} | minutes to it | " if args.threshold is not None else ""
+    greedy = any(r["best_eval"] for r in runs.values())  # the runs evaluated greedy policies (--eval-every)
+    evals = "best greedy evaluation (step) | " if greedy else ""
     rows = [f"{label} on {args.env_id}, mean return of the last {args.window} training episodes (final: at the end; "
             f"last 10%: averaged over the last 10% of the steps; best: the highest); machine: {machines(runs)}", "",
-            "| seed | steps | final | last 10% | best | " + to_it + "steps/s | cores (threads) | status |",
-            "|---|---|---|---|---|" + ("---|---|" if to_it else "") + "---|---|---|"]  # fmt: skip
+            "| seed | steps | final | last 10% | best | " + to_it + evals + "steps/s | cores (threads) | status |",
+            "|---|---|---|---|---|" + ("---|---|" if to_it else "") + ("---|" if greedy else "") + "---|---|---|"]
     for seed, r in runs.items():
         if args.threshold is not None:
             r["to_threshold"] = dict(zip(("steps", "seconds"), first_reaching(r["_points"], args.threshold)))
@@ -384,6 +390,8 @@ def report(args: Args, out: Path) -> dict:
         if args.threshold is not None:
             t = r["to_threshold"]
             cells += [fmt(t["steps"]), fmt(t["seconds"] / 60 if t["seconds"] is not None else None, ".1f")]
+        if greedy:
+            cells.append(f"{fmt_return(r['best_eval'][0])} ({r['best_eval'][1]:,})" if r["best_eval"] else "-")
         where = "-"
         if r["placement"]:
             given = r["placement"].get("threads")
@@ -403,7 +411,7 @@ def report(args: Args, out: Path) -> dict:
             else:
                 reach = f" {len(hits)} of {len(runs)} seeds reached it | |"
         rows.append(f"| median | | {fmt_return(statistics.median(finals))} | {fmt_return(statistics.median(tenths))} | "
-                    f"{fmt_return(statistics.median(bests))} |{reach} | | |")  # fmt: skip
+                    f"{fmt_return(statistics.median(bests))} |{reach}{' |' if greedy else ''} | | |")  # fmt: skip
     compared = [json.loads((Path(c) / "curves.json").read_text()) for c in args.compare]
     if compared:
         rows += ["", "Beside (the same summary of other runs, from their curves.json):"]
@@ -436,14 +444,16 @@ def summary(runs: Any, threshold: Optional[float]) -> str:
             f"{med('final')}, last 10% {med('last_tenth')}, best {med('best')}")  # fmt: skip
     if threshold is not None:  # the step its report found, else the first of the (thinned) curve's points
         def hit(r: dict) -> Optional[int]:
-            if "to_threshold" in r and r["to_threshold"].get("threshold", threshold) == threshold:  # older: no threshold
+            # (older curves.json files record no threshold with it)
+            if "to_threshold" in r and r["to_threshold"].get("threshold", threshold) == threshold:
                 return r["to_threshold"]["steps"]
             c = r["curve"]
             return first_reaching(list(zip(c["steps"], c["seconds"], c["mean_return"])), threshold)[0]
 
         steps = sorted(h for h in map(hit, runs) if h is not None)
         reached = [f"{h:,}" for h in steps]
-        line += f"; {len(reached)} of {len(runs)} reached {threshold:g}" + (f" (at {', '.join(reached)})" if reached else "")
+        line += f"; {len(reached)} of {len(runs)} reached {threshold:g}"
+        line += f" (at {', '.join(reached)})" if reached else ""
     return line
 
 
@@ -455,9 +465,14 @@ def plot(result: dict, path: Path, args: Args, compared: Sequence[dict] = ()) ->
 
     fig, (by_steps, by_time) = plt.subplots(1, 2, figsize=(12, 4.5))
     for seed, r in result["runs"].items():
-        c = r["curve"]
-        by_steps.plot([s / 1e6 for s in c["steps"]], c["mean_return"], label=f"seed {seed}")
+        c, e = r["curve"], r.get("evals") or {"steps": []}
+        (line,) = by_steps.plot([s / 1e6 for s in c["steps"]], c["mean_return"], label=f"seed {seed}")
         by_time.plot([s / 60 for s in c["seconds"]], c["mean_return"], label=f"seed {seed}")
+        if e["steps"]:  # --eval-every's greedy evaluations, as dots of the seed's colour
+            dots = {"linestyle": ":", "marker": "o", "markersize": 3, "linewidth": 0.8, "color": line.get_color()}
+            by_steps.plot([s / 1e6 for s in e["steps"]], e["mean_return"], label=f"seed {seed}, greedy evaluations",
+                          **dots)  # fmt: skip
+            by_time.plot([s / 60 for s in e["seconds"]], e["mean_return"], **dots)
     for other in compared:  # steps only: their wall times are another machine's or another setting's
         for seed, r in other["runs"].items():
             c = r["curve"]

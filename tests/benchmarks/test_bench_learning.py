@@ -132,6 +132,33 @@ def test_episodes_logged_at_one_step_keep_their_order_in_the_window(load_bench, 
     assert run["final"] == pytest.approx(0.5) and run["best"] == pytest.approx(0.5)
 
 
+def test_greedy_evaluations_are_read_tabled_and_drawn(tmp_path):
+    """A trainer's --eval-every evaluations (eval/episodic_return): their curve in curves.json, the best (the
+    earliest of equal ones) in a column of the table, drawn as dots beside the training curve."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    out = tmp_path / "evals"
+    writer = SummaryWriter(str(out / "runs" / "CartPole-v1__ppo__1__123"))
+    for i in range(1, 41):
+        writer.add_scalar("charts/episodic_return", float(i), 100 * i)
+        writer.add_scalar("charts/SPS", 100.0, 100 * i)
+    for step, value in ((1000, 12.0), (2000, 31.5), (3000, 31.5), (4000, 20.0)):
+        writer.add_scalar("eval/episodic_return", value, step)
+    writer.close()
+    proc = bench(out, *TASK, "--seeds", "1", "--report-only")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = json.loads((out / "curves.json").read_text())["runs"]["1"]
+    assert run["evals"]["steps"] == [1000, 2000, 3000, 4000] and run["evals"]["mean_return"] == [12, 31.5, 31.5, 20]
+    assert run["evals"]["seconds"] == sorted(run["evals"]["seconds"]) and run["best_eval"] == [31.5, 2000]
+    table = (out / "table.md").read_text().splitlines()
+    head = table[2].strip("| ").split(" | ")
+    row = dict(zip(head, table[4].strip("| ").split(" | ")))
+    assert row["best greedy evaluation (step)"] == "31.5 (2,000)"
+    assert row["steps to 30"] == "4,000"  # the window of episodes 21-40: 30.5
+    assert all(line.count("|") == table[2].count("|") for line in table[3:6])  # the median row too
+    assert (out / "curves.png").stat().st_size > 10_000
+
+
 def columns(lines: list[str]) -> tuple[list[int], list[str]]:
     """The marks (column heads) and the rows of an equal-steps table."""
     marks = [int(float(m[:-1]) * 1e6) if m.endswith("M") else int(m.replace(",", ""))
