@@ -82,7 +82,8 @@ def video_run(tmp_path_factory):
     pytest.importorskip("wandb")
     tmp = tmp_path_factory.mktemp("video")
     proc = run("ppo_atari.py", "--num-envs", "2", "--num-steps", "16", "--total-timesteps", "128", "--eval-every", "2",
-               "--eval-episodes", "1", "--capture-video", "--track", cwd=tmp, env={"WANDB_MODE": "offline"})  # fmt: skip
+               "--eval-episodes", "1", "--capture-video", "--track", cwd=tmp,
+               env={"WANDB_MODE": "offline"})  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (run_dir,) = (tmp / "runs").iterdir()
     return run_dir, proc
