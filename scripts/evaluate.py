@@ -30,7 +30,7 @@ import rlfast  # noqa: F401  (before torch: how long torch's idle threads spin, 
 import torch
 import tyro
 
-from rlfast.algos.checkpoint import load_checkpoint, policy_only, save_checkpoint, trainer_of
+from rlfast.algos.checkpoint import checkpoint_path, load_checkpoint, policy_only, save_checkpoint, trainer_of
 from rlfast.algos.contract import contract_problems
 from rlfast.algos.evaluation import Videos, evaluate, make_eval_envs
 from rlfast.algos.normalize import ObsNormalizer
@@ -88,6 +88,9 @@ def main(args: Args) -> int:
         ckpt = load_checkpoint(args.checkpoint)
     except ValueError as e:
         raise SystemExit(f"error: {e}") from None
+    if args.save_policy is not None and Path(args.save_policy).resolve() == checkpoint_path(args.checkpoint).resolve():
+        raise SystemExit(f"error: --save-policy {args.save_policy} is the checkpoint being evaluated: writing the "
+                         "policy alone over it would lose what --resume needs")  # fmt: skip
     name = trainer_of(ckpt)  # the script that wrote it, or where that variant has moved
     script = load_script(name)
     problems = contract_problems(script)

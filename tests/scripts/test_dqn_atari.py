@@ -136,6 +136,10 @@ def test_save_policy_writes_a_weights_only_file_that_plays_the_same_and_does_not
     assert score.search(again.stdout).group() == score.search(proc.stdout).group()  # the same policy, same games
     proc = run("dqn_atari.py", "--resume", str(policy), cwd=tmp_path)
     assert proc.returncode == 1 and f"error: --resume: {policy} holds a policy only" in proc.stderr
+    before = (run_dir / "checkpoint.pt").read_bytes()  # the run's own checkpoint is never written over
+    proc = run("evaluate.py", str(run_dir), "--save-policy", str(run_dir / "checkpoint.pt"), cwd=tmp_path)
+    assert proc.returncode == 1 and "is the checkpoint being evaluated" in proc.stderr
+    assert (run_dir / "checkpoint.pt").read_bytes() == before
 
 
 def test_rainbow_preset_is_variant_c_with_its_evaluations(load_script):
