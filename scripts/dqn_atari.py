@@ -123,16 +123,19 @@ def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> QNe
 
 
 def update(q_network: nn.Module, target_network: nn.Module, optimizer: torch.optim.Optimizer,
-           loss_fn: Callable[..., tuple[torch.Tensor, torch.Tensor]], rb: ReplayBuffer, args: Args,
+           loss_fn: Callable[..., tuple[torch.Tensor, ...]], rb: ReplayBuffer, args: Args,
            steps: int) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
-    """``steps`` gradient steps, CleanRL's: the TD loss (``td_loss``, maybe compiled) of a sampled batch, Adam.
-    Returns the last step's (loss, mean Q-value)."""
+    """``steps`` gradient steps, CleanRL's: the TD loss (``td_loss``, maybe compiled) of a sampled batch, Adam;
+    with --prioritized the batch is drawn by priority and its TD errors become its priorities. Returns the last
+    step's (loss, mean Q-value)."""
     for _ in range(steps):
         batch = rb.sample(args.batch_size)
-        loss, q_mean = loss_fn(q_network, target_network, batch, args.double_dqn, args.huber)
+        loss, q_mean, td_errors = loss_fn(q_network, target_network, batch, args.double_dqn, args.huber)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
+        if args.prioritized:
+            rb.update_priorities(batch["indices"], td_errors)
     return loss.detach(), q_mean
 
 
@@ -180,6 +183,8 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
                 with timer("train"):  # while the envs step
                     if steps := schedule.gradient_steps(global_step, N, len(rb)):
                         anneal_lr(optimizer, args, global_step)
+                        if args.prioritized:
+                            rb.beta = args.beta(global_step)
                         loss, q_mean = update(q_network, target_network, optimizer, loss_fn, rb, args, steps)
                         losses = {"losses/td_loss": loss, "losses/q_values": q_mean}
                     if schedule.target_update(global_step):

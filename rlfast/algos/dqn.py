@@ -1,13 +1,14 @@
 """DQN (Mnih et al. 2015) as in CleanRL, for the DQN trainers in ``scripts/``.
 
-DQNArgs         CleanRL's dqn.py hyperparameters, plus num_envs, replay_ratio, Double DQN and n-step returns
+DQNArgs         CleanRL's dqn.py hyperparameters, plus num_envs, replay_ratio, Double DQN, n-step returns, ...
 linear_schedule CleanRL's epsilon schedule
 anneal_lr       with --anneal-lr, the learning rate of an env step (DQNArgs.lr) into the optimizer
 epsilon_greedy  random actions with probability epsilon, per env; the Q-network runs only if some env is greedy
 td_loss         the TD loss against a target network (optionally Double DQN; n-step via the batch)
 soft_update     target <- tau * online + (1 - tau) * target
 ReplayRatio     when to learn: gradient steps at the replay ratio, target updates (each script holds its update)
-replay_buffer   the trainer's ReplayBuffer, its size printed, saved with checkpoints under --save-replay
+replay_buffer   the trainer's ReplayBuffer (--prioritized: a PrioritizedReplayBuffer), its size printed, saved
+                with checkpoints under --save-replay
 """
 
 import math
@@ -20,6 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from rlfast.algos.flags import Flags, bounded
+from rlfast.algos.prioritized import PrioritizedReplayBuffer
 from rlfast.algos.replay import ReplayBuffer, format_bytes
 
 
@@ -69,6 +71,17 @@ class DQNArgs(Flags):
     huber: bool = False
     """the Huber (smooth L1) TD loss, Mnih et al. 2015's clipping of the TD error to [-1, 1] in the gradient, as
     Dopamine and SB3 use it (CleanRL: the squared error)"""
+    prioritized: bool = False
+    """proportional prioritized replay (Schaul et al. 2016): transitions drawn with probability ~ (|TD error| +
+    --priority-eps) ** --priority-alpha, new ones at the largest priority so far, the loss weighted by the
+    importance-sampling correction, its exponent from --priority-beta to 1 at --total-timesteps (CleanRL:
+    uniform replay)"""
+    priority_alpha: float = bounded(0.5, low=0)
+    """how much the priorities count (0: uniform; Rainbow's 0.5, Schaul et al.'s proportional variant 0.6)"""
+    priority_beta: float = bounded(0.4, low=0, high=1)
+    """the importance-sampling exponent at the start, annealed linearly to 1 (Schaul et al. and Rainbow: 0.4)"""
+    priority_eps: float = bounded(1e-6, low=0, low_open=True)
+    """added to |TD error| so that no transition's priority is 0"""
     save_replay: bool = False
     """also save the replay buffer (`replay_buffer.pt` in the run dir; its size is printed at start-up) with
     every `checkpoint.pt`, so that --resume goes on with it rather than with an empty one"""
@@ -92,6 +105,11 @@ class DQNArgs(Flags):
         if not self.anneal_lr:
             return self.learning_rate
         return self.learning_rate * max(1.0 - global_step / self.total_timesteps, 0.0)
+
+    def beta(self, global_step: int) -> float:
+        """The importance-sampling exponent at env step ``global_step`` under --prioritized: --priority-beta
+        linearly to 1 at --total-timesteps."""
+        return min(self.priority_beta + (1.0 - self.priority_beta) * global_step / self.total_timesteps, 1.0)
 
     def validate(self) -> list[str]:
         problems = super().validate()
@@ -142,12 +160,13 @@ def epsilon_greedy(
 def td_loss(
     q_network: nn.Module, target_network: nn.Module, batch: dict[str, torch.Tensor], double: bool = False,
     huber: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """CleanRL's DQN loss on a replay batch (``ReplayBuffer.sample``): MSE between Q(s, a) and
     ``r + discount * (1 - done) * Q_target(s', a')``, a' the target's argmax (Double DQN: the online
     network's); ``discount`` is the batch's, gamma^k (gamma for one-step transitions, gamma^k for
-    n-step returns over k steps). ``huber``: the Huber loss (smooth L1, delta 1) instead of MSE. Returns
-    ``(loss, mean Q(s, a))``, scalars on the device."""
+    n-step returns over k steps). ``huber``: the Huber loss (smooth L1, delta 1) instead of MSE. A batch with
+    ``weights`` (prioritized replay's importance-sampling correction) weights each transition's loss in the mean.
+    Returns ``(loss, mean Q(s, a), TD errors [B])`` on the device, the TD errors detached (the new priorities)."""
     with torch.no_grad():
         next_q = target_network(batch["next_obs"])
         if double:
@@ -156,8 +175,12 @@ def td_loss(
             next_value = next_q.max(1).values
         target = batch["rewards"] + batch["discounts"] * next_value * (1.0 - batch["dones"])
     q = q_network(batch["obs"]).gather(1, batch["actions"].long().unsqueeze(1)).squeeze(1)
-    loss = F.smooth_l1_loss(q, target) if huber else F.mse_loss(q, target)
-    return loss, q.detach().mean()
+    if "weights" in batch:
+        each = F.smooth_l1_loss(q, target, reduction="none") if huber else F.mse_loss(q, target, reduction="none")
+        loss = (batch["weights"] * each).mean()
+    else:
+        loss = F.smooth_l1_loss(q, target) if huber else F.mse_loss(q, target)
+    return loss, q.detach().mean(), (target - q).detach()
 
 
 @torch.no_grad()
@@ -209,10 +232,14 @@ def replay_buffer(
     printed; with ``--save-replay`` handed to ``save_with_checkpoint`` (``Run.save_with_checkpoint``: saved with
     every ``checkpoint.pt``, restored on --resume). ``resumed``: a resumed run, whose buffer starts empty
     without --save-replay (a note says so)."""
-    rb = ReplayBuffer(args.buffer_size, args.num_envs, obs_shape, obs_dtype, stack=stack, device=device,
-                      n_step=args.n_step, gamma=args.gamma)  # fmt: skip
+    kwargs = {"stack": stack, "device": device, "n_step": args.n_step, "gamma": args.gamma}
+    if args.prioritized:
+        kwargs.update(alpha=args.priority_alpha, beta=args.beta(0), eps=args.priority_eps)
+    rb = (PrioritizedReplayBuffer if args.prioritized else ReplayBuffer)(
+        args.buffer_size, args.num_envs, obs_shape, obs_dtype, **kwargs)
+    kind = f"prioritized (alpha {args.priority_alpha}), " if args.prioritized else ""
     saved = "; saved with every checkpoint.pt (--save-replay)" if args.save_replay else ""
-    print(f"replay buffer: {rb.capacity:,} transitions, {format_bytes(rb.nbytes)} on {device}{saved}", flush=True)
+    print(f"replay buffer: {kind}{rb.capacity:,} transitions, {format_bytes(rb.nbytes)} on {device}{saved}", flush=True)
     if args.save_replay:
         if (path := save_with_checkpoint("replay_buffer.pt", rb)) is not None:
             print(f"replay buffer: restored from {path}", flush=True)

@@ -83,13 +83,14 @@ def test_td_loss_and_double_dqn_targets():
     batch = {"obs": torch.tensor([[0.0], [1.0]]), "next_obs": torch.tensor([[1.0], [1.0]]),
              "actions": torch.tensor([1, 0]), "rewards": torch.tensor([1.0, 2.0]),
              "dones": torch.tensor([0.0, 1.0]), "discounts": torch.tensor([0.5, 0.5])}  # fmt: skip
-    loss, q_mean = td_loss(online, target, batch)
+    loss, q_mean, td = td_loss(online, target, batch)
     # Q(s,a) = [2, 5]; targets: 1 + 0.5 * max(4, 6) = 4, and 2 (done: no bootstrap).
     assert loss.item() == pytest.approx(((2 - 4) ** 2 + (5 - 2) ** 2) / 2) and q_mean.item() == pytest.approx(3.5)
-    loss, _ = td_loss(online, target, batch, double=True)
+    assert td.tolist() == [2.0, -3.0] and not td.requires_grad  # target - Q(s, a): prioritized replay's errors
+    loss, *_ = td_loss(online, target, batch, double=True)
     # Double DQN: the online network picks argmax(5, 3) = action 0 in state 1, the target values it at 4.
     assert loss.item() == pytest.approx(((2 - 3) ** 2 + (5 - 2) ** 2) / 2)
-    loss, _ = td_loss(online, target, {**batch, "discounts": torch.tensor([0.25, 0.5])})
+    loss, *_ = td_loss(online, target, {**batch, "discounts": torch.tensor([0.25, 0.5])})
     # An n-step return over 2 steps bootstraps with gamma^2: 1 + 0.25 * 6 = 2.5.
     assert loss.item() == pytest.approx(((2 - 2.5) ** 2 + (5 - 2) ** 2) / 2)
     loss.backward()
@@ -97,10 +98,33 @@ def test_td_loss_and_double_dqn_targets():
     # Huber (delta 1): errors of 1 and 3 (double targets) cost 0.5 * 1^2 and 3 - 0.5; the gradient of the larger
     # one is clipped to 1 (Mnih et al. 2015), where MSE's is 2 x 3 / 2
     online.values.grad = None
-    loss, _ = td_loss(online, target, batch, double=True, huber=True)
+    loss, *_ = td_loss(online, target, batch, double=True, huber=True)
     assert loss.item() == pytest.approx((0.5 + 2.5) / 2)
     loss.backward()
     assert online.values.grad[1, 0].item() == pytest.approx(1 / 2) and online.values.grad[0, 1].item() == -0.5
+
+
+@pytest.mark.parametrize("huber", [False, True])
+def test_td_loss_weights_each_transition_by_its_importance_weight(huber):
+    online = Table([[1.0, 2.0], [5.0, 3.0]])
+    target = Table([[0.5, 0.25], [4.0, 6.0]])
+    batch = {"obs": torch.tensor([[0.0], [1.0]]), "next_obs": torch.tensor([[1.0], [1.0]]),
+             "actions": torch.tensor([1, 0]), "rewards": torch.tensor([1.0, 2.0]),
+             "dones": torch.tensor([0.0, 1.0]), "discounts": torch.tensor([0.5, 0.5])}  # fmt: skip
+    # errors 2 and -3 (above): each one's loss, weighted 0.25 and 1, averaged over the batch
+    each = [2 - 0.5, 3 - 0.5] if huber else [4.0, 9.0]
+    loss, _, td = td_loss(online, target, {**batch, "weights": torch.tensor([0.25, 1.0])}, huber=huber)
+    assert loss.item() == pytest.approx((0.25 * each[0] + each[1]) / 2) and td.tolist() == [2.0, -3.0]
+    ones, *_ = td_loss(online, target, {**batch, "weights": torch.ones(2)}, huber=huber)
+    assert ones.item() == pytest.approx(td_loss(online, target, batch, huber=huber)[0].item())
+
+
+def test_the_importance_exponent_rises_from_priority_beta_to_1_at_the_end():
+    args = Args(total_timesteps=1000, priority_beta=0.4)
+    assert [args.beta(t) for t in (0, 500, 1000, 2000)] == pytest.approx([0.4, 0.7, 1.0, 1.0])
+    assert Args(priority_beta=1.0).beta(0) == 1.0
+    problems = Args(priority_alpha=-1, priority_beta=2, priority_eps=0).validate()
+    assert [p.split(" must")[0] for p in problems] == ["--priority-alpha", "--priority-beta", "--priority-eps"]
 
 
 def test_soft_update():

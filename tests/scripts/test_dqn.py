@@ -134,6 +134,24 @@ def test_save_replay_resumes_with_the_buffer(run, tmp_path):
     assert "(move the file away to resume without it)" in proc.stderr and "Traceback" not in proc.stderr
 
 
+def test_prioritized_replay_learns_its_priorities_and_resumes_with_them(run, tmp_path):
+    proc = run("dqn.py", *TINY, "--total-timesteps", "600", "--prioritized", "--save-replay", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(r"replay buffer: prioritized \(alpha 0.5\), 500 transitions, [\d.]+ kB on cpu", proc.stdout)
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    state = torch.load(run_dir / "replay_buffer.pt", weights_only=True)["state"]
+    # Gradient steps from step 200 on set the priorities of the transitions they drew from their TD errors.
+    learnt = state["priority"][state["priority"] != 1.0]
+    assert len(learnt.unique()) > 50 and state["max_priority"] > 1.0, state["max_priority"]
+    proc = run("dqn.py", "--resume", str(run_dir), "--total-timesteps", "700", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"replay buffer: restored from {run_dir / 'replay_buffer.pt'}" in proc.stdout
+    after = torch.load(run_dir / "replay_buffer.pt", weights_only=True)["state"]
+    assert after["max_priority"] >= state["max_priority"]  # went on from the saved priorities, not from 1
+    proc = run("dqn.py", *TINY, "--prioritized", "--priority-beta", "1.5", cwd=tmp_path)
+    assert proc.returncode == 1 and "--priority-beta" in proc.stderr, proc.stderr
+
+
 def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path, interrupt_training):
     out, ckpt = interrupt_training("dqn.py", *TINY, "--total-timesteps", "10000000", cwd=tmp_path)
     assert out.startswith("replay buffer:")

@@ -106,11 +106,12 @@ def test_dueling_head_is_value_plus_centred_advantage_and_width_scales_the_net(l
     assert plain.network[-1].weight.shape == (6, 512) and not hasattr(plain, "value")
 
 
-def test_evaluate_rebuilds_a_dueling_half_width_net(run, tmp_path):
+def test_evaluate_rebuilds_a_dueling_half_width_net_trained_with_prioritized_replay(run, tmp_path):
     proc = run("dqn_atari.py", "--num-envs", "2", "--num-steps", "64", "--total-timesteps", "256", "--learning-starts",
-               "64", "--batch-size", "16", "--buffer-size", "512", "--dueling", "--cnn-width", "0.5", "--no-cuda",
-               "--torch-threads", "1", "--runs-dir", "runs", cwd=tmp_path)  # fmt: skip
+               "64", "--batch-size", "16", "--buffer-size", "512", "--dueling", "--cnn-width", "0.5", "--prioritized",
+               "--no-cuda", "--torch-threads", "1", "--runs-dir", "runs", cwd=tmp_path)  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "replay buffer: prioritized (alpha 0.5), 512 transitions" in proc.stdout
     (run_dir,) = (tmp_path / "runs").iterdir()
     assert load_checkpoint(run_dir)["models"]["agent"]["advantage.weight"].shape == (4, 256)  # Breakout: 4 actions
     proc = run("evaluate.py", str(run_dir), "--episodes", "1", cwd=tmp_path)
