@@ -80,12 +80,16 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         if self.device.type == "cpu" and float(total) == 0:  # (elsewhere: no host sync for this check)
             raise ValueError(f"cannot sample {batch_size} transitions: none is held whole yet")
         B, f64 = batch_size, torch.float64
+        # Each draw strictly below its total (rounding could reach it), so that the first cumulative sum above it
+        # is that of a block, then a slot, of positive priority.
         u = (torch.arange(B, dtype=f64, device=self.device)
              + torch.rand(B, dtype=f64, device=self.device, generator=generator)) * (total / B)  # fmt: skip
-        blk = torch.searchsorted(ends, u.unsqueeze(1), right=True).squeeze(1).clamp_(max=self.num_blocks - 1)
+        u = torch.minimum(u, torch.nextafter(total, total.new_zeros(())))
+        blk = torch.searchsorted(ends, u.unsqueeze(1), right=True).squeeze(1)
         inside = self._weights[blk].cumsum(1, dtype=f64)  # [B, block]
         v = torch.rand(B, dtype=f64, device=self.device, generator=generator) * inside[:, -1]
-        slot = torch.searchsorted(inside, v.unsqueeze(1), right=True).squeeze(1).clamp_(max=self.block - 1)
+        v = torch.minimum(v, torch.nextafter(inside[:, -1], inside.new_zeros(())))
+        slot = torch.searchsorted(inside, v.unsqueeze(1), right=True).squeeze(1)
         return blk * self.block + slot
 
     def sample(self, batch_size: int, generator: Optional[torch.Generator] = None) -> dict[str, torch.Tensor]:

@@ -134,3 +134,17 @@ def test_bad_arguments_and_an_empty_buffer_are_clear_errors():
         rb.sample(1)
     feed(rb, 1, seed=9)
     assert rb.sample(1)["indices"].tolist()[0] % rb.per_env == 0  # each env's step 0: the only one held whole
+
+
+def test_never_draws_from_empty_blocks_after_the_last_held_transition():
+    # Only env 0 has stepped (async adds): every block past its ring has priority 0, the draws' upper end sits on
+    # the total, and the largest draws must still land on env 0's valid slots.
+    rb = buffer(num_envs=8, per_env=50)
+    g = torch.Generator().manual_seed(10)
+    for _ in range(60):
+        rb.add(torch.zeros((1, *FRAME), dtype=torch.uint8), torch.zeros(1, dtype=torch.long), torch.zeros(1),
+               torch.rand(1, generator=g) < 0.1, torch.zeros(1, dtype=torch.bool), env_ids=torch.tensor([0]))
+    rb.update_priorities(torch.arange(rb.capacity), 10 ** (torch.rand(rb.capacity, generator=g) * 6 - 3))
+    flat = torch.cat([rb.sample_indices(30, generator=g) for _ in range(2000)])
+    assert int(rb._block_sums.gt(0).sum()) < rb.num_blocks // 2
+    assert rb.valid().reshape(-1)[flat].all() and int(flat.max()) < rb.per_env
