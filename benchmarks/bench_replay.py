@@ -6,6 +6,10 @@ every sample ending as torch tensors on ``--device`` (what a DQN update consumes
 sample throughput in transitions/s and the bytes held. The contenders:
 
   rlfast          rlfast.algos.replay.ReplayBuffer on --device: each frame stored once, stacks rebuilt per sample
+  rlfast-per      rlfast.algos.prioritized.PrioritizedReplayBuffer (dqn_atari.py --prioritized): each sample drawn by
+                  priority and followed by its priority update, as a gradient step does; after every add its first
+                  sample also folds the valid-slot mask in (O(capacity)), which the sampling loop here, with no
+                  adds, leaves out: that fold is timed apart and printed (one per vector step in a trainer)
   sb3             stable_baselines3's ReplayBuffer (obs and next_obs stacks in numpy; ``pip install stable-baselines3``)
   sb3-optimized   the same with optimize_memory_usage=True (next_obs read from the following slot)
 
@@ -25,6 +29,7 @@ import numpy as np
 import torch
 import tyro
 
+from rlfast.algos.prioritized import PrioritizedReplayBuffer
 from rlfast.algos.replay import ReplayBuffer, format_bytes
 
 STACK, FRAME, ACTIONS = 4, (1, 84, 84), 6
@@ -42,7 +47,7 @@ class Args:
     """time spent sampling per contender and batch size"""
     device: str = "cuda" if torch.cuda.is_available() else "cpu"
     """where the samples must end up (and where rlfast's buffer lives)"""
-    contenders: list[str] = field(default_factory=lambda: ["rlfast", "sb3", "sb3-optimized"])
+    contenders: list[str] = field(default_factory=lambda: ["rlfast", "rlfast-per", "sb3", "sb3-optimized"])
     """which buffers to measure"""
     seed: int = 0
     """seed of the generated streams"""
@@ -73,9 +78,10 @@ def timed(fn: Callable[[], object], seconds: float, sync: Callable[[], None]) ->
     return calls, time.perf_counter() - start
 
 
-def bench_rlfast(args: Args, data: list[tuple]) -> dict:
+def bench_rlfast(args: Args, data: list[tuple], prioritized: bool = False) -> dict:
     device = torch.device(args.device)
-    rb = ReplayBuffer(args.capacity, args.num_envs, FRAME, torch.uint8, stack=STACK, device=device)
+    rb = (PrioritizedReplayBuffer if prioritized else ReplayBuffer)(args.capacity, args.num_envs, FRAME, torch.uint8,
+                                                                     stack=STACK, device=device)  # fmt: skip
     pinned = device.type == "cuda"
     host = [tuple(torch.from_numpy(np.ascontiguousarray(x)) for x in step) for step in data]
     if pinned:
@@ -88,8 +94,19 @@ def bench_rlfast(args: Args, data: list[tuple]) -> dict:
     add_s = time.perf_counter() - start
     result = {"bytes": rb.nbytes, "add": len(data) * args.num_envs / add_s}
     for b in args.batch_sizes:
-        calls, seconds = timed(lambda: rb.sample(b), args.seconds, sync)
+        if prioritized:
+            errors = torch.rand(b, device=device, generator=torch.Generator(device).manual_seed(b)) * 2
+            calls, seconds = timed(lambda: rb.update_priorities(rb.sample(b)["indices"], errors), args.seconds, sync)
+        else:
+            calls, seconds = timed(lambda: rb.sample(b), args.seconds, sync)
         result[b] = calls * b / seconds
+    if prioritized:
+        def fold() -> None:
+            rb._weights = None  # what an add does
+            rb.sample_indices(1)
+
+        calls, seconds = timed(fold, args.seconds / 2, sync)
+        result["note"] = f"the fold after each add: {1e3 * seconds / calls:.2f} ms (with one draw)"
     return result
 
 
@@ -122,6 +139,7 @@ def bench_sb3(args: Args, data: list[tuple], optimize: bool) -> dict:
 
 CONTENDERS = {
     "rlfast": bench_rlfast,
+    "rlfast-per": lambda args, data: bench_rlfast(args, data, prioritized=True),
     "sb3": lambda args, data: bench_sb3(args, data, optimize=False),
     "sb3-optimized": lambda args, data: bench_sb3(args, data, optimize=True),
 }
@@ -148,7 +166,8 @@ def main(args: Args) -> dict[str, dict]:
             continue
         results[name] = r
         print(f"{name:<14} {format_bytes(r['bytes']):>10} {r['add']:>12,.0f}" +
-              "".join(f" {r[b]:>14,.0f}" for b in args.batch_sizes), flush=True)  # fmt: skip
+              "".join(f" {r[b]:>14,.0f}" for b in args.batch_sizes) +
+              (f"   ({r['note']})" if "note" in r else ""), flush=True)  # fmt: skip
     if "rlfast" in results:
         for name, r in results.items():
             if name != "rlfast":
