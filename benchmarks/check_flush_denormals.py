@@ -68,7 +68,7 @@ def train(ckpt: dict, args: Args, flush: bool, bf16: bool) -> tuple[list[torch.T
                      "actions": torch.randint(0, q.num_actions, (B,), generator=g),
                      "rewards": torch.randint(-1, 2, (B,), generator=g).float(), "dones": torch.zeros(B),
                      "discounts": torch.full((B,), 0.99)}  # fmt: skip
-            loss, _ = td_loss(q, target, batch)
+            loss, *_ = td_loss(q, target, batch)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
