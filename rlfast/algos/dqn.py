@@ -120,6 +120,11 @@ class DQNArgs(Flags):
             if self.buffer_size < least:
                 problems.append(f"--buffer-size {self.buffer_size} must hold --batch-size {self.batch_size} "
                                 f"transitions and {extra} more steps per env: at least {least}")  # fmt: skip
+        if not self.prioritized:
+            unused = [f"--{name.replace('_', '-')}" for name in ("priority_alpha", "priority_beta", "priority_eps")
+                      if getattr(self, name) != getattr(DQNArgs, name)]  # fmt: skip
+            if unused:
+                problems.append(f"{', '.join(unused)}: no effect without --prioritized")
         if self.learning_starts < self.batch_size:
             problems.append(f"--learning-starts {self.learning_starts} must be >= --batch-size {self.batch_size}")
         return problems

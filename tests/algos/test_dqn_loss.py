@@ -123,7 +123,9 @@ def test_the_importance_exponent_rises_from_priority_beta_to_1_at_the_end():
     args = Args(total_timesteps=1000, priority_beta=0.4)
     assert [args.beta(t) for t in (0, 500, 1000, 2000)] == pytest.approx([0.4, 0.7, 1.0, 1.0])
     assert Args(priority_beta=1.0).beta(0) == 1.0
-    problems = Args(priority_alpha=-1, priority_beta=2, priority_eps=0).validate()
+    assert Args(priority_alpha=0.6).validate() == ["--priority-alpha: no effect without --prioritized"]
+    assert Args(priority_alpha=0.6, prioritized=True).validate() == []
+    problems = Args(priority_alpha=-1, priority_beta=2, priority_eps=0, prioritized=True).validate()
     assert [p.split(" must")[0] for p in problems] == ["--priority-alpha", "--priority-beta", "--priority-eps"]
 
 
