@@ -36,7 +36,8 @@ def test_scores_and_lengths_span_lives_and_restart_with_a_new_game():
 
 def test_matches_cleanrl_bookkeeping_on_asterix_with_random_actions():
     """Asterix (3 lives, rewards of 50 and more) played at random loses a life every ~100 steps: under
-    episodic_life + reward_clip each game spans several pool episodes and its score is not the clipped sum. Reference: CleanRL's RecordEpisodeStatistics for EnvPool (add info["reward"] every step,
+    episodic_life + reward_clip each game spans several pool episodes and its score is not the clipped sum.
+    Reference: CleanRL's RecordEpisodeStatistics for EnvPool (add info["reward"] every step,
     report and zero when done with no lives left), as a plain per-env Python loop."""
     n, steps = 3, 1200
     pool = rlfast.make("Asterix-v5", n, seed=3, num_threads=1, episodic_life=True, reward_clip=True, stack_num=1)

@@ -92,7 +92,8 @@ def test_gae_bootstraps_a_truncation_from_the_final_observation():
     # Terminations equal to the dones give CleanRL's estimate exactly; a truncation at the rollout's end
     # bootstraps from next_value.
     g = torch.Generator().manual_seed(1)
-    r, v, d = torch.randn(9, 4, generator=g), torch.randn(9, 4, generator=g), (torch.rand(9, 4, generator=g) < 0.3).float()
+    r, v = torch.randn(9, 4, generator=g), torch.randn(9, 4, generator=g)
+    d = (torch.rand(9, 4, generator=g) < 0.3).float()
     nv, nd = torch.randn(4, generator=g), torch.tensor([1.0, 0.0, 1.0, 0.0])
     torch.testing.assert_close(gae(r, v, d, nv, nd, 0.9, 0.8, d, nd), gae(r, v, d, nv, nd, 0.9, 0.8))
     truncated_end = gae(r, v, d, nv, nd, 0.9, 0.8, d, torch.zeros(4))[0][-1]

@@ -48,9 +48,9 @@ def test_a_real_envs_time_is_split_between_the_pool_and_the_env():
         check=False, capture_output=True, text=True, timeout=120, cwd=ROOT,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    found = re.search(r"CartPole-v1, N = 4, batch 2, 2 worker\(s\): [\d,]+ steps/s; .*; workers busy ([\d.]+) / ([\d.]+) "
-                      r"of a core; env.step ([\d.]+) us, reset (\d+) us in the workers, ([\d.]+) us / (\d+) us alone "
-                      r"\((\d+) steps a reset\)", proc.stdout)  # fmt: skip
+    found = re.search(r"CartPole-v1, N = 4, batch 2, 2 worker\(s\): [\d,]+ steps/s; .*; workers busy ([\d.]+) / "
+                      r"([\d.]+) of a core; env.step ([\d.]+) us, reset (\d+) us in the workers, ([\d.]+) us / "
+                      r"(\d+) us alone \((\d+) steps a reset\)", proc.stdout)  # fmt: skip
     assert found, proc.stdout
     busy, step_in, step_alone = float(found.group(1)), float(found.group(3)), float(found.group(5))
     assert 0 < busy <= 1.5 and step_in > 0 and step_alone > 0 and int(found.group(7)) >= 8  # CartPole: 8+ steps a game
