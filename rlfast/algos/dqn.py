@@ -122,7 +122,7 @@ class DQNArgs(Flags):
                                 f"transitions and {extra} more steps per env: at least {least}")  # fmt: skip
         if not self.prioritized:
             unused = [f"--{name.replace('_', '-')}" for name in ("priority_alpha", "priority_beta", "priority_eps")
-                      if getattr(self, name) != getattr(DQNArgs, name)]  # fmt: skip
+                      if getattr(self, name) != getattr(type(self), name)]  # fmt: skip
             if unused:
                 problems.append(f"{', '.join(unused)}: no effect without --prioritized")
         if self.learning_starts < self.batch_size:
