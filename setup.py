@@ -7,14 +7,16 @@ import sys
 from pybind11.setup_helpers import ParallelCompile, Pybind11Extension, build_ext
 from setuptools import setup
 
-# Compile translation units in parallel (RLFAST_BUILD_JOBS overrides; 0 = all cores).
-ParallelCompile("RLFAST_BUILD_JOBS", default=0).install()
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from build_tools import mujoco  # noqa: E402  (needs HERE on sys.path under build isolation)
+from build_tools import mujoco, objects  # noqa: E402  (needs HERE on sys.path under build isolation)
 from build_tools.ale import build_ale  # noqa: E402
+
+# Compile translation units in parallel (RLFAST_BUILD_JOBS overrides; 0 = all cores), each only when its object
+# in build/objects-<key>/ is missing or older than its source or a header (build_tools/objects.py).
+STALE = objects.Stale()
+ParallelCompile("RLFAST_BUILD_JOBS", default=0, needs_recompile=STALE).install()
 
 MUJOCO = mujoco.extension_kwargs()
 
@@ -49,7 +51,8 @@ ext = Pybind11Extension(
 )
 
 class BuildExt(build_ext):
-    """Builds ALE's C++ core first (once, cached under build/; see build_tools/ale.py)."""
+    """Builds ALE's C++ core first (once, cached under build/; see build_tools/ale.py), then the extension's
+    objects that changed (build_tools/objects.py)."""
 
     def build_extensions(self) -> None:
         # An interpreter built with a shared libpython may put -Wl,-rpath,<its lib folder> into the link command
@@ -69,6 +72,12 @@ class BuildExt(build_ext):
             e.libraries += ale.libraries
             # Bit-exact frame resize: no fused multiply-add contraction on any target.
             e.extra_compile_args += ["-ffp-contract=off"]
+        # One object folder per compile configuration, kept between builds (pip's editable build would put the
+        # objects in a temporary folder): a rebuild, or CI's wheel after its editable install, compiles only
+        # what changed. objects.key says what the configuration is.
+        (e,) = self.extensions
+        self.build_temp = os.path.join(HERE, "build", f"objects-{objects.key(self.compiler.compiler_so, e, HERE)}")
+        STALE.watch(objects.headers(e, HERE))
         super().build_extensions()
 
 
