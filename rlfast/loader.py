@@ -8,7 +8,9 @@ so that ``rlfast.make("MyEnv-v0", ...)`` and every trainer's ``--env-id`` take i
 ``--env-id path/to/my_env.h:MyEnv-v0`` (``rlfast.make`` too) loads and makes in one go.
 
 Builds are cached by a hash of everything that goes into them (the header, the class and task names, the
-engine's sources, the compiler and Python), in ``$RLFAST_CACHE/envs`` (default ``~/.cache/rlfast/envs``). A
+engine's sources, the compiler and Python), in ``$RLFAST_CACHE/envs`` (default ``~/.cache/rlfast/envs``). The
+generated module and the engine's pool source compile at once; the latter's object is cached too and serves
+every header while the engine and the compiler stay the same (the next header compiles only its module). A
 header that does not compile raises ``EnvCompileError`` with the compiler's output, which names the file and
 line; so does a machine without a C++ compiler or Python's headers, naming what to install (nothing else in
 rlfast needs them).
@@ -22,6 +24,7 @@ import inspect
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
@@ -108,9 +111,15 @@ def _compiler() -> str:
     return found
 
 
+COMPILE = ["-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", "-pthread"]
 # --exclude-libs: where the compiler links libstdc++ statically, its symbols stay inside the module instead of
 # binding to the libstdc++ torch loads globally (two versions' locale data crashed a stream read; setup.py).
-FLAGS = ["-std=c++17", "-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-pthread", "-Wl,--exclude-libs,ALL"]
+LINK = ["-shared", "-pthread", "-Wl,--exclude-libs,ALL"]
+FLAGS = COMPILE + LINK
+
+
+def _compiler_version(cxx: str) -> str:
+    return subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout
 
 
 def _digest(source: str, header: Path) -> str:
@@ -124,33 +133,74 @@ def _digest(source: str, header: Path) -> str:
     for f in files:
         h.update(str(f).encode())
         h.update(f.read_bytes())
-    version = subprocess.run([_compiler(), "--version"], capture_output=True, text=True).stdout
+    version = _compiler_version(_compiler())
     h.update(f"{pybind11.__version__}|{version}|{sys.version}|{sysconfig.get_config_var('EXT_SUFFIX')}".encode())
     h.update(" ".join(FLAGS).encode())
     return h.hexdigest()
 
 
+def _engine_object(cxx: str) -> Path:
+    """Where the engine's pool sources compiled alone go in the cache: one object for every header, as long as
+    the engine's sources and headers, the compiler and its flags stay the same (it includes no Python)."""
+    h = hashlib.sha256()
+    for f in sorted((ROOT / "rlfast" / "csrc").rglob("*.h")) + [ROOT / s for s in ENGINE_SOURCES]:
+        h.update(str(f.relative_to(ROOT)).encode())
+        h.update(f.read_bytes())
+    h.update(f"{_compiler_version(cxx)}|{' '.join(COMPILE)}".encode())
+    return cache_dir() / f"engine_{h.hexdigest()[:20]}.o"
+
+
 def _build(name: str, source: str, verbose: bool) -> Path:
     """The compiled module's path: from the cache, or built into it now (atomically, so concurrent loads of
-    the same env do not see a half-written file)."""
+    the same env do not see a half-written file). The generated source and the engine's pool source compile
+    at once, the latter only when the cache has no object of it yet (``_engine_object``), then link."""
     import pybind11
 
     out = cache_dir() / f"{name}{sysconfig.get_config_var('EXT_SUFFIX')}"
     if out.is_file():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
+    cxx = _compiler()
+    engine = _engine_object(cxx)
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
         main = Path(tmp) / f"{name}.cc"
         main.write_text(source)
+        include = [f"-I{ROOT}", f"-I{pybind11.get_include()}", f"-I{sysconfig.get_paths()['include']}"]
+        steps = {main: [cxx, *COMPILE, f"-DMODULE_NAME={name}", *include, "-c", str(main), "-o", f"{main}.o"]}
+        if not engine.is_file():
+            (source_file,) = ENGINE_SOURCES
+            steps[engine] = [cxx, *COMPILE, f"-I{ROOT}", "-c", str(ROOT / source_file), "-o", f"{tmp}/{engine.name}"]
+        procs: dict[Path, subprocess.Popen] = {}
+        try:
+            for key, cmd in steps.items():
+                if verbose:
+                    print(" ".join(cmd), flush=True)
+                # Each compile in a process group of its own, so that on Ctrl-C the driver and what it runs
+                # (cc1plus, as) go at once, not the driver alone.
+                procs[key] = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                              process_group=0)  # fmt: skip
+            errors = {key: proc.communicate()[1] for key, proc in procs.items()}
+        except BaseException:  # Ctrl-C: no compiler is left running
+            for proc in procs.values():
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait()
+            raise
+        if engine in procs and procs[engine].returncode == 0:
+            os.replace(f"{tmp}/{engine.name}", engine)  # kept even when the env's own source did not compile
+        for key, proc in procs.items():
+            if proc.returncode != 0:
+                raise EnvCompileError(f"the env does not compile ({cxx} exited with {proc.returncode}):\n"
+                                      f"{errors[key].strip()}")  # fmt: skip
         target = Path(tmp) / out.name
-        cmd = [_compiler(), *FLAGS, f"-DMODULE_NAME={name}", f"-I{ROOT}", f"-I{pybind11.get_include()}",
-               f"-I{sysconfig.get_paths()['include']}", str(main), *[str(ROOT / s) for s in ENGINE_SOURCES],
-               "-o", str(target)]  # fmt: skip
+        cmd = [cxx, *LINK, f"{main}.o", str(engine), "-o", str(target)]
         if verbose:
             print(" ".join(cmd), flush=True)
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
-            raise EnvCompileError(f"the env does not compile ({' '.join(cmd[:1])} exited with {proc.returncode}):\n"
+            raise EnvCompileError(f"the env does not link ({cxx} exited with {proc.returncode}):\n"
                                   f"{proc.stderr.strip()}")  # fmt: skip
         os.replace(target, out)
     return out

@@ -1,8 +1,10 @@
 """rlfast.load_env: a C++ env header compiled against the installed engine at run time (rlfast/loader.py)."""
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -87,8 +89,11 @@ def test_compile_errors_name_the_users_file_and_line(cache, tmp_path):
     bad.write_text(GRIDWORLD.read_text().replace("r.terminated = x_ == last && y_ == last;",
                                                  "r.terminated = x_ == last && y_ == undefined_name;"))  # fmt: skip
     line = next(i for i, t in enumerate(bad.read_text().splitlines(), 1) if "undefined_name" in t)
+    engine = {p: p.stat().st_mtime_ns for p in (cache / "envs").glob("engine_*.o")}
+    assert len(engine) == 1  # the engine's pool source, compiled once beside GridWorld's module
     with pytest.raises(loader.EnvCompileError, match=rf"broken_env\.h:{line}:\d+: error: .*undefined_name"):
         rlfast.load_env(str(bad), "Broken-v0", class_name="GridWorld")
+    assert {p: p.stat().st_mtime_ns for p in (cache / "envs").glob("engine_*.o")} == engine  # taken, not rebuilt
     with pytest.raises(FileNotFoundError, match="no env header"):
         rlfast.load_env(str(tmp_path / "missing.h"), "Missing-v0")
 
@@ -121,3 +126,61 @@ def test_ppo_trains_the_header_env_by_its_path(cache, tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (run_dir,) = (tmp_path / "runs").iterdir()
     assert "GridWorld-v0__ppo__1__" in run_dir.name
+
+
+def _descendants(pid: int) -> set[int]:
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(stat.parent.name)] = int(fields[1])
+    found, todo = set(), [pid]
+    while todo:
+        kids = [p for p, parent in parents.items() if parent == todo[-1]]
+        todo.pop()
+        found.update(kids)
+        todo += kids
+    return found
+
+
+def _comm(pid: int) -> str:
+    try:
+        return (Path("/proc") / str(pid) / "comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a process still running (a zombie waiting for its parent to reap it is not)."""
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_ctrl_c_during_a_compile_leaves_no_compiler_running(tmp_path):
+    """SIGINT to the Python process alone (as ``kill -INT`` sends it; a terminal's Ctrl-C reaches the whole
+    foreground group) while load_env compiles: KeyboardInterrupt, and the compilers it started (their drivers
+    and the cc1plus each runs) are gone with it rather than left to finish on their own."""
+    code = f"import rlfast; rlfast.load_env({str(GRIDWORLD)!r}, 'GridWorld-v0')"
+    env = {**os.environ, "RLFAST_CACHE": str(tmp_path)}
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.PIPE, text=True)
+    kids: set[int] = set()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        kids = _descendants(proc.pid)
+        if sum(_comm(k) == "cc1plus" for k in kids) == 2:  # the env's module and the engine's pool source
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the compile ended before it could be interrupted"
+    assert sum(_comm(k) == "cc1plus" for k in kids) == 2, [_comm(k) for k in kids]
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0 and "KeyboardInterrupt" in err, err[-2000:]
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_running(k) for k in kids):
+        time.sleep(0.05)
+    assert not [_comm(k) for k in kids if _running(k)]
+    assert not list((tmp_path / "envs").glob("*.so")) and not list((tmp_path / "envs").glob("engine_*.o"))
