@@ -164,7 +164,10 @@ def test_ctrl_c_during_a_compile_leaves_no_compiler_running(tmp_path):
     """SIGINT to the Python process alone (as ``kill -INT`` sends it; a terminal's Ctrl-C reaches the whole
     foreground group) while load_env compiles: KeyboardInterrupt, and the compilers it started (their drivers
     and the cc1plus each runs) are gone with it rather than left to finish on their own."""
-    code = f"import rlfast; rlfast.load_env({str(GRIDWORLD)!r}, 'GridWorld-v0')"
+    # Python's own SIGINT handler, as in a terminal: a child of a pytest started with SIGINT ignored (xdist's
+    # workers, a background job) would inherit the ignore and never see the signal.
+    code = ("import signal; signal.signal(signal.SIGINT, signal.default_int_handler); import rlfast; "
+            f"rlfast.load_env({str(GRIDWORLD)!r}, 'GridWorld-v0')")
     env = {**os.environ, "RLFAST_CACHE": str(tmp_path)}
     proc = subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.PIPE, text=True)
     kids: set[int] = set()
