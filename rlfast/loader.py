@@ -18,6 +18,7 @@ rlfast needs them).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import inspect
@@ -118,7 +119,9 @@ LINK = ["-shared", "-pthread", "-Wl,--exclude-libs,ALL"]
 FLAGS = COMPILE + LINK
 
 
+@functools.lru_cache(maxsize=None)
 def _compiler_version(cxx: str) -> str:
+    """``cxx --version``, asked once per compiler and process (the digest and the engine object both hash it)."""
     return subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout
 
 
