@@ -74,6 +74,9 @@ class Args(PPOArgs, CNNArgs, RunArgs):
     cnn_width: float = bounded(1.0, low=0, low_open=True)
     """scale the Nature CNN's channels and hidden units (1: CleanRL's 32-64-64-512; 0.5: 16-32-32-256, about a
     third of the multiply-adds, for a CPU: configs/pong_cpu.toml)"""
+    frame_size: int = bounded(84, low=36)
+    """frames resized to this square (84: CleanRL's; 64: the CNN's last feature map 4x4 instead of 7x7, about
+    half its multiply-adds); an env of your own must give frames of this size"""
 
     @property
     def stack(self) -> int:
@@ -86,11 +89,13 @@ Agent = NatureCNNAgent
 
 def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> nn.Module:
     """``Agent`` for these spaces (scripts/evaluate.py rebuilds it from a checkpoint with this); ``obs_space``:
-    (``args.stack``, 84, 84) uint8 stacks (the CNN's Linear(3136) fixes 84x84)."""
-    if tuple(obs_space.shape) != (args.stack, 84, 84):
+    (``args.stack``, size, size) uint8 stacks of ``args.frame_size``-square frames."""
+    size = args.frame_size
+    if tuple(obs_space.shape) != (args.stack, size, size):
         raise usage_error(f"{args.env_id} observations are {tuple(obs_space.shape)}; the Nature CNN needs "
-                          f"({args.stack}, 84, 84) (grayscale 84x84 frames, {args.stack} stacked)")  # fmt: skip
-    return Agent(args.stack, int(action_space.n), width=args.cnn_width)
+                          f"({args.stack}, {size}, {size}) (grayscale {size}x{size} frames, {args.stack} "
+                          "stacked)")  # fmt: skip
+    return Agent(args.stack, int(action_space.n), width=args.cnn_width, frame_size=size)
 
 
 def minibatch_loss(agent: nn.Module, args: Args, mb: dict[str, torch.Tensor]) -> PPOLoss:
@@ -152,7 +157,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     device, timer = run.device, run.timer
     T, B = args.num_steps, run.local_num_envs  # this rank's envs (all of them without torchrun)
     envs = PixelEnvs(run, SCRIPT, args.env_id, B, args.stack, TRAIN_ENV_KWARGS, EVAL_ENV_KWARGS,
-                     args.num_threads, rows=T)
+                     args.num_threads, rows=T, frame_size=args.frame_size)
     agent = make_agent(args, envs.observation_space, envs.action_space).to(device)
     set_speed(agent, **run.speed)  # the CNN's speed options: the flags and --auto-speed's picks
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)

@@ -65,25 +65,42 @@ def nature_widths(width: float = 1.0) -> tuple[int, int, int, int]:
     return tuple(max(1, round(n * width)) for n in (32, 64, 64, 512))  # type: ignore[return-value]
 
 
-def nature_cnn(in_channels: int, width: float = 1.0) -> FrameNet:
+def conv_out(size: tuple[int, int], layers: tuple[tuple[int, int, int], ...]) -> tuple[int, int]:
+    """(H, W) after unpadded convolutions of (channels, kernel, stride)."""
+    h, w = size
+    for _, k, s in layers:
+        h, w = (h - k) // s + 1, (w - k) // s + 1
+    return h, w
+
+
+NATURE_CONVS = ((32, 8, 4), (64, 4, 2), (64, 3, 1))
+"""The Nature CNN's convolutions: (channels, kernel, stride)."""
+
+
+def nature_cnn(in_channels: int, width: float = 1.0, frame_size: int = 84) -> FrameNet:
     """The Nature CNN (Mnih et al. 2015) as CleanRL initializes it: [N, C, 84, 84] uint8 frames -> [N, 512].
-    ``width`` scales its channels and hidden units (0.5: 16-32-32-256, about a third of the multiply-adds)."""
+    ``width`` scales its channels and hidden units (0.5: 16-32-32-256, about a third of the multiply-adds);
+    ``frame_size`` takes square frames of another size (64: the last feature map 4x4 instead of 7x7, half the
+    multiply-adds again). Frames below 36x36 leave no room for its three convolutions: a ValueError."""
     c1, c2, c3, hidden = nature_widths(width)
+    oh, ow = conv_out((frame_size, frame_size), NATURE_CONVS)
+    if oh < 1 or ow < 1:
+        raise ValueError(f"frames of {frame_size}x{frame_size} are too small for the Nature CNN (at least 36x36)")
     return FrameNet(
         layer_init(nn.Conv2d(in_channels, c1, 8, stride=4)), nn.ReLU(),
         layer_init(nn.Conv2d(c1, c2, 4, stride=2)), nn.ReLU(),
         layer_init(nn.Conv2d(c2, c3, 3, stride=1)), nn.ReLU(),
         nn.Flatten(),
-        layer_init(nn.Linear(c3 * 7 * 7, hidden)), nn.ReLU(),
+        layer_init(nn.Linear(c3 * oh * ow, hidden)), nn.ReLU(),
     )  # fmt: skip
 
 
 class NatureCNNAgent(nn.Module):
     """CleanRL's ppo_atari network: the Nature CNN (Mnih et al. 2015) trunk shared by a linear actor and critic."""
 
-    def __init__(self, in_channels: int, num_actions: int, width: float = 1.0) -> None:
+    def __init__(self, in_channels: int, num_actions: int, width: float = 1.0, frame_size: int = 84) -> None:
         super().__init__()
-        self.network = nature_cnn(in_channels, width)
+        self.network = nature_cnn(in_channels, width, frame_size)
         hidden = nature_widths(width)[-1]
         self.actor = layer_init(nn.Linear(hidden, num_actions), std=0.01)
         self.critic = layer_init(nn.Linear(hidden, 1), std=1.0)
@@ -227,14 +244,6 @@ class RecurrentNatureCNNAgent(RecurrentPolicy, nn.Module):
 
     def _choose(self, logits: torch.Tensor, greedy: bool) -> torch.Tensor:
         return logits.argmax(-1) if greedy else self._policy(logits)[0]
-
-
-def conv_out(size: tuple[int, int], layers: tuple[tuple[int, int, int], ...]) -> tuple[int, int]:
-    """(H, W) after unpadded convolutions of (channels, kernel, stride)."""
-    h, w = size
-    for _, k, s in layers:
-        h, w = (h - k) // s + 1, (w - k) // s + 1
-    return h, w
 
 
 class ConvSimpleAgent(nn.Module):

@@ -26,17 +26,20 @@ class PixelEnvs:
     """This rank's ``num_envs`` envs of ``env_id`` (env i seeded ``run.env_seed + i``), ``stack`` frames per
     observation, stacked on ``run.device``. ``observation_space`` is the stacked one; ``episodes`` the game
     statistics of the last ``rows`` steps (``Run.end_iteration`` logs them). An Atari task is made with
-    ``env_kwargs`` and evaluated (scripts/evaluate.py) with ``eval_env_kwargs``."""
+    ``env_kwargs`` and evaluated (scripts/evaluate.py) with ``eval_env_kwargs``; ``frame_size`` other than 84 has
+    the engine resize an Atari game's frames to that square (your own env must give frames of that size)."""
 
     def __init__(self, run: Run, script: str, env_id: str, num_envs: int, stack: int, env_kwargs: dict,
-                 eval_env_kwargs: dict, num_threads: Optional[int] = None, rows: int = 1) -> None:  # fmt: skip
+                 eval_env_kwargs: dict, num_threads: Optional[int] = None, rows: int = 1,
+                 frame_size: int = 84) -> None:  # fmt: skip
         atari = rlfast.task_family(env_id) == "atari"  # else your own pixel env: its frames, its episodes
-        self.env_kwargs = env_kwargs if atari else {}
+        size = {"img_height": frame_size, "img_width": frame_size} if atari and frame_size != 84 else {}
+        self.env_kwargs = {**env_kwargs, **size} if atari else {}
         # scripts/evaluate.py's envs: whole games on stacks the pool makes; your env's frames it stacks itself
-        self.eval_env_kwargs = {**eval_env_kwargs, "stack_num": stack} if atari else {"frame_stack": stack}
+        self.eval_env_kwargs = {**eval_env_kwargs, **size, "stack_num": stack} if atari else {"frame_stack": stack}
         threads = num_threads or min(run.world.cpu_share(), num_envs)
         self.pool = run.make_env(num_envs, num_threads=min(threads, num_envs), seed=run.env_seed, **self.env_kwargs)
-        frame_shape = check_frames(script, env_id, self.pool.single_observation_space)
+        frame_shape = check_frames(script, env_id, self.pool.single_observation_space, frame_size)
         self.observation_space = gym.spaces.Box(0, 255, (stack * frame_shape[0], *frame_shape[1:]), np.uint8)
         self.action_space = self.pool.single_action_space
         self.device = run.device

@@ -237,17 +237,18 @@ def vector_obs_size(script: str, env_id: str, obs_space: gym.Space) -> int:
     return int(np.prod(obs_space.shape))
 
 
-def check_frames(script: str, env_id: str, obs_space: gym.Space) -> tuple[int, ...]:
+def check_frames(script: str, env_id: str, obs_space: gym.Space, size: int = 84) -> tuple[int, ...]:
     """The shape of ``env_id``'s frames, which the Atari trainers stack for their Nature CNN: a usage error unless they
-    are uint8 of shape (1, 84, 84), as the engine's Atari frames (a user's pixel env grays and resizes its own)."""
+    are uint8 of shape (1, size, size), as the engine's Atari frames (a user's pixel env grays and resizes its own)."""
+    want = (1, size, size)
     if isinstance(obs_space, gym.spaces.Dict):
         raise usage_error(f"{env_id} has Dict observations ({', '.join(map(str, obs_space.spaces))}); {script} "
-                          "stacks uint8 frames of shape (1, 84, 84) (appo.py trains a Dict of frames and a "
+                          f"stacks uint8 frames of shape {want} (appo.py trains a Dict of frames and a "
                           "vector)")  # fmt: skip
-    if not (isinstance(obs_space, gym.spaces.Box) and obs_space.dtype == np.uint8 and obs_space.shape == (1, 84, 84)):
+    if not (isinstance(obs_space, gym.spaces.Box) and obs_space.dtype == np.uint8 and obs_space.shape == want):
         shown = f"{tuple(obs_space.shape)} {obs_space.dtype}" if isinstance(obs_space, gym.spaces.Box) else obs_space
-        raise usage_error(f"{env_id} observations are {shown}; {script} stacks uint8 frames of shape (1, 84, 84) "
-                          "(grayscale 84x84, as its Atari games give them)")  # fmt: skip
+        raise usage_error(f"{env_id} observations are {shown}; {script} stacks uint8 frames of shape {want} "
+                          f"(grayscale {size}x{size}, as its Atari games give them)")  # fmt: skip
     return tuple(obs_space.shape)
 
 

@@ -340,6 +340,16 @@ def test_the_bf16_optimizer_hook_is_registered_only_once_bf16_is_on():
     assert out.stdout.split() == ["0", "0", "1"], out.stderr
 
 
+@pytest.mark.parametrize("size, last", [(84, 7), (64, 4), (36, 1)])
+def test_nature_cnn_sizes_its_linear_layer_from_the_frames(size, last):
+    agent = NatureCNNAgent(4, 6, width=0.5, frame_size=size)
+    assert agent.network[7].in_features == 32 * last * last
+    x = torch.randint(0, 256, (3, 4, size, size), dtype=torch.uint8)
+    assert agent.get_value(x).shape == (3,)
+    with pytest.raises(ValueError, match="frames of 35x35 are too small for the Nature CNN"):
+        NatureCNNAgent(4, 6, frame_size=35)
+
+
 def test_conv_simple_agent_takes_frames_of_any_size_and_a_vector():
     """Sample Factory's convnet_simple: 72x128 Doom frames -> 128 x 3 x 6 after its three convolutions, a 512-unit
     layer; the measurements' 128-128 head joins it; without a vector the heads see the 512 features alone."""

@@ -77,19 +77,24 @@ def test_evaluate_plays_whole_games_with_raw_scores(run, pong_run):
     assert match and float(match.group(1)) > 500 and float(match.group(2)) <= -15, proc.stdout
 
 
-def test_half_width_cnn_is_saved_and_rebuilt_by_evaluate(run, tmp_path):
-    proc = run("ppo_atari.py", *TINY, "--total-timesteps", "64", "--cnn-width", "0.5", cwd=tmp_path)
+def test_half_width_cnn_on_64px_frames_is_saved_and_rebuilt_by_evaluate(run, tmp_path):
+    proc = run("ppo_atari.py", *TINY, "--total-timesteps", "64", "--cnn-width", "0.5", "--frame-size", "64",
+               cwd=tmp_path)  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (run_dir,) = (tmp_path / "runs").iterdir()
-    state = load_checkpoint(run_dir / "checkpoint.pt")["models"]["agent"]
-    shapes = {k: tuple(v.shape) for k, v in state.items() if k.endswith("weight")}
-    # 16-32-32-256 instead of the Nature CNN's 32-64-64-512 (Pong: 6 actions)
+    ckpt = load_checkpoint(run_dir / "checkpoint.pt")
+    shapes = {k: tuple(v.shape) for k, v in ckpt["models"]["agent"].items() if k.endswith("weight")}
+    # 16-32-32-256 instead of the Nature CNN's 32-64-64-512 (Pong: 6 actions), a 4x4 last feature map
     assert [s[0] for s in shapes.values()] == [16, 32, 32, 256, 6, 1], shapes
+    assert shapes["network.7.weight"] == (256, 32 * 4 * 4), shapes
+    size = {"img_height": 64, "img_width": 64}
+    assert ckpt["env_kwargs"].items() >= size.items() and ckpt["eval_env_kwargs"].items() >= size.items(), ckpt
     proc = run("evaluate.py", str(run_dir / "checkpoint.pt"), "--episodes", "1", cwd=run_dir)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "greedy policy" in proc.stdout
-    proc = run("ppo_atari.py", *TINY, "--total-timesteps", "64", "--cnn-width", "0", cwd=tmp_path)
-    assert proc.returncode != 0 and "--cnn-width" in proc.stderr, proc.stdout + proc.stderr
+    proc = run("ppo_atari.py", *TINY, "--total-timesteps", "64", "--cnn-width", "0", "--frame-size", "35",
+               cwd=tmp_path)  # fmt: skip
+    assert proc.returncode != 0 and "--cnn-width" in proc.stderr and "--frame-size" in proc.stderr, proc.stderr
 
 
 def test_trains_and_evaluates_a_users_pixel_env(run, tmp_path, pixel_env):
