@@ -145,9 +145,9 @@ def test_save_policy_writes_a_weights_only_file_that_plays_the_same_and_does_not
     assert (run_dir / "checkpoint.pt").read_bytes() == before
 
 
-def test_rainbow_preset_is_variant_c_with_its_evaluations(load_script):
-    """configs/pong_dqn_rainbow.toml is the command line of the results page's variant c (pong_dqn_fast.toml plus
-    its flags), with the greedy evaluations that keep best.pt on."""
+def test_rainbow_preset_is_variant_h_with_its_evaluations(load_script):
+    """configs/pong_dqn_rainbow.toml is the command line of the results page's variant h: variant c
+    (pong_dqn_fast.toml plus its flags) with prioritized replay, and the greedy evaluations that keep best.pt on."""
     from rlfast.algos.config import parse_or_resume
 
     dqn = load_script("dqn_atari.py")
@@ -155,8 +155,10 @@ def test_rainbow_preset_is_variant_c_with_its_evaluations(load_script):
     preset, _ = parse_or_resume(dqn.Args, "dqn_atari.py", ["--config", str(configs / "pong_dqn_rainbow.toml")])
     c, _ = parse_or_resume(dqn.Args, "dqn_atari.py", [
         "--config", str(configs / "pong_dqn_fast.toml"), "--cnn-width", "0.5", "--dueling", "--batch-size", "64",
-        "--learning-rate", "6.25e-5", "--target-network-frequency", "8000", "--eval-every", "50"])  # fmt: skip
+        "--learning-rate", "6.25e-5", "--target-network-frequency", "8000", "--eval-every", "50",
+        "--prioritized"])  # fmt: skip
     assert preset.validate() == []
     differ = {f.name for f in dataclasses.fields(dqn.Args) if getattr(preset, f.name) != getattr(c, f.name)}
     assert differ == {"config", "exp_name"}
     assert (preset.num_envs, preset.batch_size, preset.replay_ratio, preset.eval_every) == (64, 64, 8.0, 50)
+    assert preset.prioritized
