@@ -74,7 +74,7 @@ def conv_out(size: tuple[int, int], layers: tuple[tuple[int, int, int], ...]) ->
 
 
 NATURE_CONVS = ((32, 8, 4), (64, 4, 2), (64, 3, 1))
-"""The Nature CNN's convolutions: (channels, kernel, stride)."""
+"""The Nature CNN's convolutions: (channels at width 1, kernel, stride)."""
 
 
 def nature_cnn(in_channels: int, width: float = 1.0, frame_size: int = 84) -> FrameNet:
@@ -86,13 +86,11 @@ def nature_cnn(in_channels: int, width: float = 1.0, frame_size: int = 84) -> Fr
     oh, ow = conv_out((frame_size, frame_size), NATURE_CONVS)
     if oh < 1 or ow < 1:
         raise ValueError(f"frames of {frame_size}x{frame_size} are too small for the Nature CNN (at least 36x36)")
-    return FrameNet(
-        layer_init(nn.Conv2d(in_channels, c1, 8, stride=4)), nn.ReLU(),
-        layer_init(nn.Conv2d(c1, c2, 4, stride=2)), nn.ReLU(),
-        layer_init(nn.Conv2d(c2, c3, 3, stride=1)), nn.ReLU(),
-        nn.Flatten(),
-        layer_init(nn.Linear(c3 * oh * ow, hidden)), nn.ReLU(),
-    )  # fmt: skip
+    layers, channels = [], in_channels
+    for out, (_, k, stride) in zip((c1, c2, c3), NATURE_CONVS):
+        layers += [layer_init(nn.Conv2d(channels, out, k, stride=stride)), nn.ReLU()]
+        channels = out
+    return FrameNet(*layers, nn.Flatten(), layer_init(nn.Linear(c3 * oh * ow, hidden)), nn.ReLU())
 
 
 class NatureCNNAgent(nn.Module):
