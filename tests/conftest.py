@@ -1,12 +1,19 @@
 """Shared fixtures and markers."""
 
+import contextlib
 import importlib.util
+import json
 import os
 import re
+import select
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+import warnings
+from collections import OrderedDict
 from pathlib import Path
 from types import ModuleType
 from typing import Optional
@@ -141,13 +148,112 @@ def run_dir_of():
     return check
 
 
+class Zygotes:
+    """Trainer runs forked from a server that has imported what ``scripts/`` imports (``tests/zygote.py``), one
+    server per distinct environment (variables read as a library loads come from the server's): ~3 s less per run
+    than a new interpreter. ``RLFAST_TEST_ZYGOTE=0`` starts each run as a plain subprocess instead, as does a
+    server that finds itself unsafe to fork (threads after loading), with a warning. Tests of how a process
+    starts (its imports, signals, ``exits_promptly``) start their own interpreters, not through this."""
+
+    KEEP = 3
+    """servers kept (~0.5 GB each), the least recently used stopped first"""
+
+    def __init__(self):
+        self.servers: OrderedDict[frozenset, Optional[subprocess.Popen]] = OrderedDict()
+        self.folder = Path(tempfile.mkdtemp(prefix="rlfast-zygote-"))
+        self.runs = 0
+
+    def server(self, env: dict) -> Optional[subprocess.Popen]:
+        key = frozenset(env.items())
+        if key in self.servers:
+            self.servers.move_to_end(key)
+        else:
+            while len(self.servers) >= self.KEEP:
+                if (old := self.servers.popitem(last=False)[1]) is not None:
+                    self.stop(old)
+            proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "zygote.py")], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, bufsize=0, env=env, cwd=ROOT)  # fmt: skip
+            reply = self.reply(proc, timeout=300)
+            if not reply.get("ready"):
+                warnings.warn(f"tests/zygote.py: {reply.get('why')}; trainer runs start new interpreters")
+                self.stop(proc)
+                proc = None
+            self.servers[key] = proc
+        return self.servers[key]
+
+    @staticmethod
+    def reply(proc: subprocess.Popen, timeout: Optional[float]) -> dict:
+        """the server's next message; ``{}`` when none came within ``timeout`` seconds"""
+        ready, _, _ = select.select([proc.stdout], [], [], timeout)
+        if not ready:
+            return {}
+        line = proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"tests/zygote.py ended (status {proc.wait()}); its stderr is in the test's output")
+        return json.loads(line)
+
+    def run(self, cmd: list[str], cwd: Path, timeout: float, env: dict) -> Optional[subprocess.CompletedProcess]:
+        """``subprocess.run(cmd, ...)`` of ``cmd = [python, script, *args]`` forked from the server for ``env``;
+        None where there is none"""
+        proc = self.server(env)
+        if proc is None:
+            return None
+        self.runs += 1
+        out, err = (self.folder / f"{self.runs}.{name}" for name in ("out", "err"))
+        request = {"script": cmd[1], "args": cmd[2:], "cwd": str(cwd), "env": env, "out": str(out), "err": str(err)}
+        proc.stdin.write((json.dumps(request) + "\n").encode())
+        proc.stdin.flush()
+        pid = self.reply(proc, timeout=60)["pid"]
+        status = None
+        try:
+            status = self.reply(proc, timeout=timeout).get("status")
+        finally:
+            if status is None:  # past its timeout, or this test interrupted: kill it, as subprocess.run does
+                with contextlib.suppress(ProcessLookupError):  # (it ended just now)
+                    os.kill(pid, signal.SIGKILL)
+                self.reply(proc, timeout=60)
+        texts = [path.read_text() for path in (out, err)]
+        out.unlink()
+        err.unlink()
+        if status is None:
+            raise subprocess.TimeoutExpired(cmd, timeout, output=texts[0], stderr=texts[1])
+        return subprocess.CompletedProcess(cmd, status, *texts)
+
+    @staticmethod
+    def stop(proc: subprocess.Popen) -> None:
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    def close(self) -> None:
+        for proc in self.servers.values():
+            if proc is not None:
+                self.stop(proc)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def zygotes():
+    """the session's ``Zygotes``, or None with ``RLFAST_TEST_ZYGOTE=0``"""
+    if os.environ.get("RLFAST_TEST_ZYGOTE", "1") == "0":
+        yield None
+        return
+    servers = Zygotes()
+    yield servers
+    servers.close()
+
+
 @pytest.fixture(scope="module")
-def run(request):
+def run(request, zygotes):
     """``run(script, *args, cwd, timeout=180, env=None)``: runs ``scripts/<script>`` with ``args`` in ``cwd`` to its
     end and returns the ``subprocess.CompletedProcess`` (output captured as text, its status left to the test). A
     test file sets another default timeout, or one OpenMP thread for every run (OMP_NUM_THREADS=1 added to ``env``,
     this process's environment by default), with ``pytestmark = pytest.mark.run_defaults(timeout=...,
-    one_thread=True)``."""
+    one_thread=True)``. The run is forked from a server that has the scripts' imports loaded (``Zygotes``) unless
+    ``RLFAST_TEST_ZYGOTE=0``."""
     scripts = Path(__file__).resolve().parents[1] / "scripts"
     marker = request.node.get_closest_marker("run_defaults")
     defaults = {"timeout": 180, "one_thread": False, **(marker.kwargs if marker else {})}
@@ -155,10 +261,13 @@ def run(request):
     def run_script(
         script: str, *args: str, cwd: Path, timeout: float = defaults["timeout"], env: Optional[dict] = None
     ) -> subprocess.CompletedProcess:
+        env = dict(os.environ if env is None else env)
         if defaults["one_thread"]:
-            env = {**(os.environ if env is None else env), "OMP_NUM_THREADS": "1"}
-        return subprocess.run([sys.executable, str(scripts / script), *args], check=False, capture_output=True,
-                              text=True, timeout=timeout, cwd=cwd, env=env)  # fmt: skip
+            env["OMP_NUM_THREADS"] = "1"
+        cmd = [sys.executable, str(scripts / script), *args]
+        if zygotes is not None and (proc := zygotes.run(cmd, cwd, timeout, env)) is not None:
+            return proc
+        return subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env)
 
     return run_script
 
