@@ -152,8 +152,12 @@ class Zygotes:
     """Trainer runs forked from a server that has imported what ``scripts/`` imports (``tests/zygote.py``), one
     server per distinct environment (variables read as a library loads come from the server's): ~3 s less per run
     than a new interpreter. ``RLFAST_TEST_ZYGOTE=0`` starts each run as a plain subprocess instead, as does a
-    server that finds itself unsafe to fork (threads after loading), with a warning. Tests of how a process
+    server that finds itself unsafe to fork (threads at a fork), with a warning. Tests of how a process
     starts (its imports, signals, ``exits_promptly``) start their own interpreters, not through this."""
+
+    UNREAD = {"PYTEST_CURRENT_TEST"}
+    """variables no library reads as it loads, left out of the key (pytest sets this one anew for each test; the
+    run still gets the value it has)"""
 
     KEEP = 3
     """servers kept (~0.5 GB each), the least recently used stopped first"""
@@ -164,7 +168,7 @@ class Zygotes:
         self.runs = 0
 
     def server(self, env: dict) -> Optional[subprocess.Popen]:
-        key = frozenset(env.items())
+        key = frozenset((k, v) for k, v in env.items() if k not in self.UNREAD)
         if key in self.servers:
             self.servers.move_to_end(key)
         else:
