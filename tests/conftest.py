@@ -207,7 +207,9 @@ class Zygotes:
         request = {"script": cmd[1], "args": cmd[2:], "cwd": str(cwd), "env": env, "out": str(out), "err": str(err)}
         proc.stdin.write((json.dumps(request) + "\n").encode())
         proc.stdin.flush()
-        pid = self.reply(proc, timeout=60)["pid"]
+        if "pid" not in (started := self.reply(proc, timeout=60)):
+            raise RuntimeError(f"tests/zygote.py did not start {cmd[1]} within 60 s")
+        pid = started["pid"]
         status = None
         try:
             status = self.reply(proc, timeout=timeout).get("status")

@@ -27,6 +27,7 @@ import importlib
 import importlib.machinery
 import json
 import os
+import signal
 import sys
 import tempfile
 import threading
@@ -82,8 +83,10 @@ def send(fd: int, message: dict) -> None:
     os.write(fd, (json.dumps(message) + "\n").encode())
 
 
-def become_script(request: dict, preload_err: bytes, added_env: dict) -> None:
-    """in the forked child: set the process up as ``python <script> <args>`` and run the script as ``__main__``"""
+def become_script(request: dict, preload_err: bytes, added_env: dict, on_sigint) -> None:
+    """in the forked child: set the process up as ``python <script> <args>`` and run the script as ``__main__``
+    (``on_sigint``: SIGINT's handler as this server found it, ignored or Python's)"""
+    signal.signal(signal.SIGINT, on_sigint)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
@@ -108,6 +111,9 @@ def become_script(request: dict, preload_err: bytes, added_env: dict) -> None:
 
 
 def serve() -> None:
+    # Ctrl-C on pytest reaches its whole process group: the runs then stop as trainers do, and this server waits
+    # for the end of its stdin (the pytest worker's exit) instead of dying with a traceback.
+    on_sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)
     requests, replies = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
@@ -147,7 +153,7 @@ def serve() -> None:
         if pid == 0:
             os.close(requests)
             os.close(replies)
-            become_script(request, preload_err, added_env)
+            become_script(request, preload_err, added_env, on_sigint)
             raise SystemExit(0)  # the script's end: exits through the interpreter, as `python script.py` does
         send(replies, {"pid": pid})
         _, status = os.waitpid(pid, 0)

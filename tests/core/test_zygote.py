@@ -1,6 +1,6 @@
 """The tests' fork server (tests/zygote.py, ``Zygotes`` in tests/conftest.py) gives a script what a new interpreter
-would: its arguments, folder, environment, ``__main__``, output, exit status and exit handlers; a run past its
-timeout is killed and raises as ``subprocess.run`` does."""
+would: its arguments, folder, environment, SIGINT's handler, ``__main__``, output, exit status and exit handlers;
+a run past its timeout is killed and raises as ``subprocess.run`` does."""
 
 import json
 import os
@@ -12,8 +12,9 @@ import time
 import pytest
 
 PROBE = textwrap.dedent("""
-    import atexit, json, os, sys
-    print(json.dumps({"argv": sys.argv, "cwd": os.getcwd(), "name": __name__, "file": __file__,
+    import atexit, json, os, signal, sys
+    print(json.dumps({"sigint": repr(signal.getsignal(signal.SIGINT)),
+                      "argv": sys.argv, "cwd": os.getcwd(), "name": __name__, "file": __file__,
                       "path0": sys.path[0], "var": os.environ.get("ZYGOTE_PROBE"), "stdin": sys.stdin.read(),
                       "main": sys.modules["__main__"].__dict__ is globals()}), flush=True)
     print("on stderr", file=sys.stderr)
@@ -53,6 +54,7 @@ def test_a_forked_run_is_a_new_interpreters_run(servers, tmp_path, mode):
     assert forked is not None, "no fork server: see the warning"
     assert (forked.returncode, forked.stdout) == (plain.returncode, plain.stdout)
     facts = json.loads(forked.stdout.splitlines()[0])
+    facts.pop("sigint")  # Python's handler, or ignored as this pytest's is: equal to the new interpreter's (above)
     assert facts == {"argv": [str(script), mode], "cwd": str(tmp_path), "name": "__main__", "file": str(script),
                      "path0": str(tmp_path), "var": "seen", "stdin": "", "main": True}  # fmt: skip
     assert forked.stderr.startswith("on stderr") and plain.stderr.startswith("on stderr")
