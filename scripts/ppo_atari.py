@@ -42,7 +42,7 @@ from rlfast.algos.gae import gae
 from rlfast.algos.nets import NatureCNNAgent
 from rlfast.algos.speed import set_speed
 from rlfast.algos.ppo import (LOSS_NAMES, PPOArgs, PPOLoss, Rollout, adapt_lr, anneal_lr, explained_variance,
-                              normalize_advantages, ppo_loss)  # fmt: skip
+                              normalize_advantages, ppo_loss, take_rows)  # fmt: skip
 from rlfast.algos.pixels import PixelEnvs
 from rlfast.algos.launch import launch
 from rlfast.algos.run import Run
@@ -125,7 +125,7 @@ def update(agent: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable
     for _ in range(args.update_epochs):
         perm = torch.randperm(rows, device=advantages.device)
         for mb_rows, share in world.minibatches(perm, size, num_envs=B):
-            mb = {key: v.index_select(0, mb_rows) for key, v in batch.items()}
+            mb = {key: take_rows(v, mb_rows) for key, v in batch.items()}
             if args.norm_adv:  # per minibatch, as CleanRL (over all ranks' rows of it)
                 adv = mb["advantages"]
                 mb["advantages"] = normalize_advantages(adv, mean_std=world.mean_std(adv, size))
@@ -166,7 +166,8 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     policy, loss_fn = run.compile(agent.get_action_and_value), run.compile(minibatch_loss)  # torch.compile: --compile
 
     # Rollout storage on the training device (observations as uint8)
-    rollout = Rollout(T, B, envs.observation_space.shape, obs_dtype=torch.uint8, device=device)
+    rollout = Rollout(T, B, envs.observation_space.shape, obs_dtype=torch.uint8, device=device,
+                      obs_memory_format=envs.memory_format)
     next_obs = envs.reset()
     next_done = torch.zeros(B, dtype=torch.bool, device=device)
     next_terminated = torch.zeros(B, dtype=torch.bool, device=device)  # the part of next_done that is no time limit

@@ -31,7 +31,7 @@ from rlfast.algos.gae import gae
 from rlfast.algos.nets import RecurrentNatureCNNAgent
 from rlfast.algos.speed import set_speed
 from rlfast.algos.ppo import (LOSS_NAMES, PPOArgs, PPOLoss, Rollout, adapt_lr, anneal_lr, explained_variance,
-                              normalize_advantages, ppo_loss, sequence_rows)  # fmt: skip
+                              normalize_advantages, ppo_loss, sequence_rows, take_rows)  # fmt: skip
 from rlfast.algos.pixels import PixelEnvs
 from rlfast.algos.launch import launch
 from rlfast.algos.run import Run
@@ -115,7 +115,7 @@ def update(agent: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable
     for _ in range(args.update_epochs):
         perm = torch.randperm(units, device=advantages.device)
         for mb_envs, share in world.minibatches(perm, size, num_envs=B):
-            mb = {key: v.index_select(0, sequence_rows(mb_envs, T, B)) for key, v in batch.items()}
+            mb = {key: take_rows(v, sequence_rows(mb_envs, T, B)) for key, v in batch.items()}
             mb["state"] = memory["state"].index_select(0, mb_envs)
             if args.norm_adv:  # per minibatch, as CleanRL (over all ranks' rows of it)
                 adv = mb["advantages"]
@@ -156,7 +156,8 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
               env_kwargs=envs.env_kwargs, eval_env_kwargs=envs.eval_env_kwargs)  # fmt: skip
     policy, loss_fn = run.compile(agent.get_action_and_value), run.compile(minibatch_loss)  # torch.compile: --compile
 
-    rollout = Rollout(T, B, envs.observation_space.shape, obs_dtype=torch.uint8, device=device)
+    rollout = Rollout(T, B, envs.observation_space.shape, obs_dtype=torch.uint8, device=device,
+                      obs_memory_format=envs.memory_format)
     next_obs = envs.reset()
     next_done = torch.zeros(B, dtype=torch.bool, device=device)
     next_terminated = torch.zeros(B, dtype=torch.bool, device=device)  # the part of next_done that is no time limit

@@ -43,14 +43,19 @@ class PixelEnvs:
         self.observation_space = gym.spaces.Box(0, 255, (stack * frame_shape[0], *frame_shape[1:]), np.uint8)
         self.action_space = self.pool.single_action_space
         self.device = run.device
+        # the stacks in the memory format the CNN computes in (the speed option channels_last): one reorder here
+        # per step, none in acting or in the update's minibatches (Rollout's obs_memory_format, take_rows)
+        self.memory_format = torch.channels_last if run.speed["channels_last"] else torch.contiguous_format
         self.frames = rlfast.FrameStack(num_envs, stack, frame_shape, device=run.device)
         self.ids = torch.arange(num_envs, device=run.device)  # a sync pool returns its envs in id order
         self.episodes = Episodes(num_envs, atari=atari, rows=rows)
 
     def reset(self) -> torch.Tensor:
-        """Resets every env; their first stacked observations [N, stack, 84, 84] uint8 on the device."""
+        """Resets every env; their first stacked observations [N, stack, 84, 84] uint8 on the device (in
+        ``memory_format``)."""
         frames, info = self.pool.reset()
-        return self.frames.update(frames.to(self.device), self.ids, game_starts(info).to(self.device))
+        obs = self.frames.update(frames.to(self.device), self.ids, game_starts(info).to(self.device))
+        return obs.contiguous(memory_format=self.memory_format)
 
     def send(self, action: torch.Tensor) -> None:
         self.pool.send(action)
@@ -65,4 +70,4 @@ class PixelEnvs:
         new_game = game_starts(info).to(self.device, non_blocking=True)
         obs = self.frames.update(o.to(self.device, non_blocking=True), self.ids, new_game)
         self.episodes.record(row, term, trunc, info)
-        return obs, r, done, terminated
+        return obs.contiguous(memory_format=self.memory_format), r, done, terminated

@@ -3,6 +3,7 @@ Each script holds its own update loop (``update``: GAE, epochs, minibatches, los
 
 PPOArgs              CleanRL's PPO hyperparameters (a script composes them with RunArgs, overriding defaults)
 Rollout              T x B rollout storage on the training device (episode statistics on the host)
+take_rows            a minibatch's rows of a rollout's field, channels-last frames selected as they are stored
 ppo_loss             clipped surrogate, optionally clipped value loss, entropy bonus, diagnostics (PPOLoss)
 anneal_lr, adapt_lr  CleanRL's linear learning-rate schedule; rl_games' KL-adaptive one
 explained_variance   of the value predictions, over every rank's rows
@@ -91,6 +92,9 @@ class Rollout:
     On ``device``: ``obs`` [T, B, *obs_shape], ``actions`` [T, B, *action_shape], and ``logprobs``,
     ``rewards``, ``dones``, ``terminations`` (the part of ``dones`` that is not a time limit; stored only by
     trainers that bootstrap truncations), ``values`` [T, B] float32. (Finished episodes: rlfast/algos/episodes.py.)
+    ``obs_memory_format=torch.channels_last`` keeps frames [C, H, W] in memory as [H, W, C] (the layout the
+    speed option ``channels_last`` computes in): ``store`` then copies a channels-last batch as it is, and
+    ``take_rows`` selects a minibatch without reordering its bytes.
     """
 
     def __init__(
@@ -102,9 +106,17 @@ class Rollout:
         obs_dtype: torch.dtype = torch.float32,
         action_dtype: torch.dtype = torch.long,
         device: Union[str, torch.device] = "cpu",
+        obs_memory_format: torch.memory_format = torch.contiguous_format,
     ) -> None:
         T, B = num_steps, num_envs
-        self.obs = torch.zeros((T, B, *obs_shape), dtype=obs_dtype, device=device)
+        if obs_memory_format == torch.channels_last:  # frames [C, H, W] kept as [H, W, C]: see take_rows
+            if len(obs_shape) != 3:
+                raise ValueError(f"obs_memory_format=torch.channels_last is for frames [C, H, W], got obs_shape "
+                                 f"{tuple(obs_shape)}")  # fmt: skip
+            c, h, w = obs_shape
+            self.obs = torch.zeros((T, B, h, w, c), dtype=obs_dtype, device=device).permute(0, 1, 4, 2, 3)
+        else:
+            self.obs = torch.zeros((T, B, *obs_shape), dtype=obs_dtype, device=device)
         self.actions = torch.zeros((T, B, *action_shape), dtype=action_dtype, device=device)
         self.logprobs = torch.zeros((T, B), device=device)
         self.rewards = torch.zeros((T, B), device=device)
@@ -127,6 +139,16 @@ class Rollout:
             "logprobs": self.logprobs.reshape(-1), "advantages": advantages.reshape(-1),
             "returns": returns.reshape(-1), "values": self.values.reshape(-1),
         }  # fmt: skip
+
+
+def take_rows(x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """``x.index_select(0, rows)`` in ``x``'s memory format. Frames [N, C, H, W] stored channels-last are selected
+    as the [N, H, W, C] rows they are in memory (torch's ``index_select`` of a channels-last tensor gathers element
+    by element and returns it in NCHW, which the CNN then reorders back: on a CPU those two cost several times the
+    copy of the rows, for Atari's 4 channels more than a minibatch's first convolution)."""
+    if x.dim() == 4 and not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last):
+        return x.permute(0, 2, 3, 1).index_select(0, rows).permute(0, 3, 1, 2)
+    return x.index_select(0, rows)
 
 
 def sequence_rows(envs: torch.Tensor, num_steps: int, num_envs: int) -> torch.Tensor:
