@@ -22,8 +22,8 @@ Prints and writes (``OUT/<demo>/``) one row per system and seed: reached or not,
 threshold, steps/s (the last logged step over the wall time from the command's start), and the CPU (model and
 its AVX-512/BF16/AMX flags); ``curves.json`` and ``curves.png`` (the 20-episode mean against wall minutes and
 against env steps, both systems). A run that has not reached the threshold after ``--cap-minutes`` is stopped
-(Ctrl-C: it saves its checkpoint) and counted as
-not reached, with its best mean.
+(Ctrl-C: it saves its checkpoint) and counted as not reached, with its best mean. Ctrl-C or SIGTERM to this
+benchmark stops the run the same way, then the benchmark (the seeds measured so far keep their rows).
 """
 
 import json
@@ -39,6 +39,8 @@ from typing import Optional
 
 import tyro
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from rlfast.algos.signals import Interrupts
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMOS = {  # demo -> (trainer, preset, threshold, env id, rl_games' recipe)
@@ -96,6 +98,17 @@ def scalars(folder: Path, tag: str) -> list:
     return sorted(found, key=lambda e: e.wall_time)
 
 
+def stop(proc: subprocess.Popen) -> None:
+    """One SIGINT to the run's process group (the trainers save a checkpoint and exit; rl_games stops), then
+    SIGKILL if it has not ended within a minute."""
+    os.killpg(proc.pid, signal.SIGINT)
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 def run_one(system: str, args: Args, seed: int, folder: Path) -> dict:
     """Runs one seed of one system to its threshold (or the cap); returns its row with the curve."""
     trainer, preset, threshold, env_id, _ = DEMOS[args.demo]
@@ -109,18 +122,22 @@ def run_one(system: str, args: Args, seed: int, folder: Path) -> dict:
                    "--seed", str(seed), "--out", "train"]  # fmt: skip (relative: cwd is run_dir)
     log = (run_dir / "log.txt").open("w")
     start = time.time()
+    # The run has a session of its own (a terminal's Ctrl-C reaches this process only), so it is stopped from here:
+    # at the cap, and on Ctrl-C or SIGTERM to this process, which then stops too.
     proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=run_dir, start_new_session=True)
     capped = False
+    interrupts = Interrupts()
+    interrupts.catch()
     try:
         proc.wait(timeout=args.cap_minutes * 60)
     except subprocess.TimeoutExpired:
         capped = True
-        os.killpg(proc.pid, signal.SIGINT)  # the trainers save a checkpoint and exit; rl_games stops
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop(proc)
+    except KeyboardInterrupt:
+        stop(proc)
+        raise SystemExit(f"interrupted: {system} seed {seed} stopped (its log: {run_dir / 'log.txt'})") from None
+    finally:
+        interrupts.restore()
     wall = time.time() - start
     log.close()
     shown = [c if not c.startswith(str(ROOT)) else os.path.relpath(c, ROOT) for c in command[1:]]

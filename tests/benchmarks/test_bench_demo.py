@@ -2,6 +2,12 @@
 demos themselves run for minutes: benchmarks/, not here; rl_games is not installed here)."""
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -51,3 +57,33 @@ def test_the_report_keeps_every_row_measured_in_the_folder(load_bench, tmp_path)
     table = (folder / "table.md").read_text()
     assert "| rlfast | all | 2 of 2 | median 5.0 min |" in table and "| rl_games | all | 0 of 1 |" in table
     assert "| rl_games | 1 | no | not in 12.0 | (4,000,000 run) |" in table
+
+
+def test_ctrl_c_to_the_benchmark_stops_its_run_too(tmp_path):
+    # the run has a session of its own (a terminal's Ctrl-C reaches the benchmark only): the benchmark must stop it
+    root = Path(__file__).resolve().parents[2]
+    preset = tmp_path / "tiny.toml"
+    preset.write_text('num_envs = 2\nnum_steps = 16\ntotal_timesteps = 100000000\ntorch_threads = 1\n')
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, str(root / "benchmarks" / "bench_demo.py"), "--demo", "pong", "--seeds",
+                             "3", "--out", str(out), "--cap-minutes", "5", "--preset", str(preset)], cwd=root,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    log = out / "pong" / "rlfast_seed3" / "log.txt"
+    deadline = time.time() + 120
+    while time.time() < deadline and not (log.exists() and "step " in log.read_text()):
+        time.sleep(0.5)
+    assert log.exists() and "step " in log.read_text(), "the run did not start"
+    os.kill(proc.pid, signal.SIGINT)
+    output = proc.communicate(timeout=120)[0]
+    assert proc.returncode == 1 and "interrupted: rlfast seed 3 stopped" in output, output
+    assert "interrupted at step" in log.read_text()  # the trainer got its SIGINT and saved its checkpoint
+    assert list((out / "pong" / "rlfast_seed3" / "runs").glob("*/checkpoint.pt"))
+    alive = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if str(preset).encode() in cmdline:
+            alive.append(pid)
+    assert not alive, f"left running: {alive}"
