@@ -3,7 +3,8 @@ frames are stacked on the training device.
 
 Data path of a step: the pool (``stack_num=1``) writes the newest 84x84 frame of each env into a pinned ring;
 one non-blocking copy takes it to the device, where ``rlfast.FrameStack`` keeps each env's last ``stack``
-frames (restarted where a game starts); the sampled actions go back through ``send`` (one sync). The game
+frames (restarted where a game starts), handed on in the memory format the CNN computes in (channels-last with
+that speed option); the sampled actions go back through ``send`` (one sync). The game
 statistics (``Episodes``: whole games, raw scores) are kept on the host, where they arrive.
 
 Atari tasks get the trainer's ``env_kwargs`` (CleanRL's ``episodic_life`` and ``reward_clip``); a user's pixel env
