@@ -69,6 +69,10 @@ class Args(PPOArgs, CNNArgs, RunArgs):
     """stop early once the mean raw game score of the last 20 games reaches this"""
     num_threads: Optional[int] = None
     """env pool worker threads (None: min(cores, num_envs))"""
+    env_groups: int = bounded(1, low=1)
+    """split the envs into this many groups, each its own pool with its share of --num-threads: while one group's
+    envs step, the next group's actions are computed (the same trajectories as one pool; configs/pong_cpu.toml: 2,
+    for a 2-core CPU, where acting one group on one core beside the other's stepping hides most of acting)"""
     frame_stack: Optional[int] = bounded(None, low=1, note="or left out")
     """frames per observation (None: 4, CleanRL's)"""
     cnn_width: float = bounded(1.0, low=0, low_open=True)
@@ -81,6 +85,13 @@ class Args(PPOArgs, CNNArgs, RunArgs):
     @property
     def stack(self) -> int:
         return self.frame_stack or 4
+
+    def validate(self) -> list[str]:
+        problems = super().validate()
+        envs = self.local_num_envs or self.num_envs  # each rank's envs are split into the groups
+        if not problems and envs % self.env_groups:
+            problems.append(f"--env-groups {self.env_groups} does not divide the {envs} envs into equal groups")
+        return problems
 
 
 Agent = NatureCNNAgent
@@ -157,7 +168,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     device, timer = run.device, run.timer
     T, B = args.num_steps, run.local_num_envs  # this rank's envs (all of them without torchrun)
     envs = PixelEnvs(run, SCRIPT, args.env_id, B, args.stack, TRAIN_ENV_KWARGS, EVAL_ENV_KWARGS,
-                     args.num_threads, rows=T, frame_size=args.frame_size)
+                     args.num_threads, rows=T, frame_size=args.frame_size, groups=args.env_groups)
     agent = make_agent(args, envs.observation_space, envs.action_space).to(device)
     set_speed(agent, **run.speed)  # the CNN's speed options: the flags and --auto-speed's picks
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
@@ -172,19 +183,29 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     next_done = torch.zeros(B, dtype=torch.bool, device=device)
     next_terminated = torch.zeros(B, dtype=torch.bool, device=device)  # the part of next_done that is no time limit
 
+    def receive(step: int, g: slice) -> None:
+        """The results of the envs ``g``'s step ``step``: their rewards into the rollout, their next observations."""
+        next_obs[g], rollout.rewards[step, g], next_done[g], next_terminated[g] = envs.recv(step, g)
+
     with run:
         for iteration in run.iterations():
             anneal_lr(optimizer, args, iteration)
-            for step in range(T):
-                noise = run.action_noise(int(envs.action_space.n))  # the step's sampling noise (Run.action_noise)
-                with timer("inference"), torch.no_grad():
-                    action, logprob, _, value = policy(next_obs, None, noise)
-                    rollout.store(step, obs=next_obs, dones=next_done, actions=action, logprobs=logprob, values=value,
-                                  terminations=next_terminated)  # fmt: skip
+            with envs.acting_threads():
+                for step in range(T):
+                    noise = run.action_noise(int(envs.action_space.n))  # the step's sampling noise (Run.action_noise)
+                    for g in envs.groups:  # slices of the envs (--env-groups): a group acts while the one before steps
+                        if step > 0:
+                            with timer("env"):
+                                receive(step - 1, g)
+                        with timer("inference"), torch.no_grad():
+                            action, logprob, _, value = policy(next_obs[g], None, noise[g])
+                            rollout.store((step, g), obs=next_obs[g], dones=next_done[g], actions=action,
+                                          logprobs=logprob, values=value, terminations=next_terminated[g])  # fmt: skip
+                        with timer("env"):
+                            envs.send(action, g)
                 with timer("env"):
-                    envs.send(action)
-                    next_obs, reward, next_done, next_terminated = envs.recv(step)
-                    rollout.store(step, rewards=reward)
+                    for g in envs.groups:
+                        receive(T - 1, g)
 
             with timer("train"):
                 scalars = update(agent, optimizer, loss_fn, rollout, next_obs, next_done, next_terminated, args,

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import tomllib
+import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from rlfast.algos.checkpoint import load_checkpoint
@@ -95,6 +96,26 @@ def test_half_width_cnn_on_64px_frames_is_saved_and_rebuilt_by_evaluate(run, tmp
     proc = run("ppo_atari.py", *TINY, "--total-timesteps", "64", "--cnn-width", "0", "--frame-size", "35",
                cwd=tmp_path)  # fmt: skip
     assert proc.returncode != 0 and "--cnn-width" in proc.stderr and "--frame-size" in proc.stderr, proc.stderr
+
+
+def test_env_groups_train_on_the_same_trajectories_as_one_pool(run, tmp_path):
+    """--env-groups 2: two pools of 2 envs, one acting while the other steps, seeded as one pool's 4 envs. The
+    trajectories are the same, so the weights after 2 updates are too, up to the rounding of acting on batches of 2
+    instead of 4 (float32 here, ~1e-6). Adam moves each weight by about the learning rate (2.5e-4) per minibatch
+    whatever its gradient's size, so other trajectories (other gradients) would differ far beyond the tolerance."""
+    weights = {}
+    for groups in (1, 2):
+        proc = run("ppo_atari.py", *TINY, "--num-envs", "4", "--total-timesteps", "128", "--env-id", "Breakout-v5",
+                   "--no-auto-speed", "--env-groups", str(groups), "--runs-dir", f"runs{groups}",
+                   cwd=tmp_path)  # fmt: skip
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        (run_dir,) = (tmp_path / f"runs{groups}").iterdir()
+        weights[groups] = load_checkpoint(run_dir / "checkpoint.pt")["models"]["agent"]
+    assert proc.stdout.count("EnvPool('Breakout-v5', num_envs=2") == 2, proc.stdout
+    for key, w in weights[2].items():
+        assert torch.allclose(w, weights[1][key], rtol=0, atol=2e-5), key
+    proc = run("ppo_atari.py", *TINY, "--num-envs", "4", "--env-groups", "3", cwd=tmp_path)
+    assert proc.returncode == 1 and "--env-groups 3 does not divide the 4 envs" in proc.stderr, proc.stderr
 
 
 def test_trains_and_evaluates_a_users_pixel_env(run, tmp_path, pixel_env):
