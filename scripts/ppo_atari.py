@@ -71,8 +71,9 @@ class Args(PPOArgs, CNNArgs, RunArgs):
     """env pool worker threads (None: min(cores, num_envs))"""
     env_groups: int = bounded(1, low=1)
     """split the envs into this many groups, each its own pool with its share of --num-threads (at least one
-    thread): while one group's envs step, the next group's actions are computed (the same trajectories as one pool; configs/pong_cpu.toml: 2,
-    for a 2-core CPU, where acting one group on one core beside the other's stepping hides most of acting)"""
+    thread): while one group's envs step, the next group's actions are computed (the same trajectories as one
+    pool, to the rounding of acting on smaller batches; configs/pong_cpu.toml: 2, for a 2-core CPU, where acting
+    one group on one core beside the other's stepping hides most of acting)"""
     frame_stack: Optional[int] = bounded(None, low=1, note="or left out")
     """frames per observation (None: 4, CleanRL's)"""
     cnn_width: float = bounded(1.0, low=0, low_open=True)
