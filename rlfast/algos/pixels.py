@@ -98,9 +98,9 @@ class PixelEnvs:
 
     @contextmanager
     def acting_threads(self) -> Iterator[None]:
-        """With more than one group on the CPU: torch's threads within it are the cores a stepping group's pool
-        leaves (the others' beside the acting thread), so acting does not crowd out the envs it overlaps; the
-        update afterwards gets them all back."""
+        """With more than one group on the CPU, torch runs on the threads a stepping group's pool leaves free
+        within it (its threads less the pool's, at least one), so acting does not crowd out the envs it overlaps;
+        afterwards (the update) torch has them all back."""
         if len(self.groups) == 1 or self.device.type != "cpu":
             yield
             return
