@@ -64,8 +64,10 @@ class PixelEnvs:
         self.ids = torch.arange(num_envs, device=run.device)  # a sync pool returns its envs in id order
         self.episodes = Episodes(num_envs, atari=atari, rows=rows)
 
-    def _pool(self, group: slice) -> rlfast.EnvPool:
-        return self.pools[self.groups.index(group)]
+    def _pool(self, group: Optional[slice]) -> rlfast.EnvPool:
+        if group is None and len(self.pools) > 1:
+            raise ValueError(f"name the group: the envs are in {len(self.pools)} groups (PixelEnvs.groups)")
+        return self.pools[0 if group is None else self.groups.index(group)]
 
     def reset(self) -> torch.Tensor:
         """Resets every env; their first stacked observations [N, stack, 84, 84] uint8 on the device (in
@@ -78,7 +80,7 @@ class PixelEnvs:
 
     def send(self, action: torch.Tensor, group: Optional[slice] = None) -> None:
         """Steps the envs of ``group`` (one of ``groups``; None: all, with one group) with ``action`` [n]."""
-        self._pool(group or self.groups[0]).send(action)
+        self._pool(group).send(action)
 
     def recv(self, row: int, group: Optional[slice] = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
                                                                      torch.Tensor]:  # fmt: skip
@@ -86,8 +88,8 @@ class PixelEnvs:
         (on the CPU a view into the pool's ring, valid until its second recv after this one: copy it), done [n]
         bool, terminated [n] bool: the part of done that is no time limit), on the device (queued non-blocking
         copies). Records the game ends in ``row``."""
-        group = group or self.groups[0]
-        o, r, term, trunc, info = self._pool(group).recv()
+        pool, group = self._pool(group), group or self.groups[0]
+        o, r, term, trunc, info = pool.recv()
         done = torch.logical_or(term.to(self.device, non_blocking=True), trunc.to(self.device, non_blocking=True))
         terminated = term.to(self.device, non_blocking=True)
         new_game = game_starts(info).to(self.device, non_blocking=True)
