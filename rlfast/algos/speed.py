@@ -94,37 +94,6 @@ class RoundToBF16(torch.autograd.Function):
 Weights = Optional[tuple[torch.Tensor, Optional[torch.Tensor]]]
 
 
-def block_stride(layer: nn.Module) -> int:
-    """The stride s of a convolution that can run as a stride-1 convolution over s x s blocks of its input
-    (``to_blocks``, ``block_weight``): square stride s > 1, a kernel of whole s x s blocks, no padding, dilation or
-    groups; else 0."""
-    if not isinstance(layer, nn.Conv2d):
-        return 0
-    s = layer.stride[0]
-    fits = (s > 1 and layer.stride == (s, s) and layer.kernel_size[0] % s == 0 and layer.kernel_size[1] % s == 0
-            and layer.padding == (0, 0) and layer.dilation == (1, 1) and layer.groups == 1)  # fmt: skip
-    return s if fits else 0
-
-
-def to_blocks(x: torch.Tensor, s: int) -> torch.Tensor:
-    """[N, C, H, W] -> [N, s*s*C, H // s, W // s], channels-last: each s x s block of pixels becomes one pixel of
-    s*s*C channels, channel (dy * s + dx) * C + c holding pixel (dy, dx) of the block in channel c (space-to-depth;
-    rows and columns past the last whole block, which a stride-s convolution of whole blocks never reads, dropped).
-    One copy of the bytes; a view of a channels-last ``x`` reads them in order."""
-    n, c, h, w = x.shape
-    h, w = h // s, w // s
-    blocks = x[:, :, : h * s, : w * s].permute(0, 2, 3, 1).reshape(n, h, s, w, s, c)
-    return blocks.permute(0, 1, 3, 2, 4, 5).reshape(n, h, w, s * s * c).permute(0, 3, 1, 2)
-
-
-def block_weight(weight: torch.Tensor, s: int) -> torch.Tensor:
-    """A stride-s convolution's weight [O, C, k, k] as the weight [O, s*s*C, k / s, k / s] of the stride-1
-    convolution over ``to_blocks(x, s)`` that computes the same sums (a differentiable reordering)."""
-    o, c, kh, kw = weight.shape
-    w = weight.reshape(o, c, kh // s, s, kw // s, s).permute(0, 3, 5, 1, 2, 4).reshape(o, s * s * c, kh // s, kw // s)
-    return w.contiguous(memory_format=torch.channels_last)
-
-
 def _cast(w: Weights, cast: Callable[[torch.Tensor], torch.Tensor]) -> Weights:
     """A layer's (weight, bias) with ``cast`` applied to each (None stays None)."""
     return None if w is None else tuple(None if t is None else cast(t) for t in w)  # type: ignore[return-value]
@@ -163,10 +132,6 @@ class FrameNet(nn.Sequential):
     channels_last: bool = False
     bf16: bool = False
     round_bf16: bool = False
-    blocks: bool = True
-    """with ``channels_last``: a first layer of stride s > 1 (the Nature CNN's 8x8 stride 4) runs as the stride-1
-    convolution over s x s blocks of the frames that computes the same sums (``to_blocks``, ``block_weight``): the
-    frames' 4 channels become 64, which oneDNN's vector kernels fill, where 4 leave most lanes idle"""
     _cast: tuple[tuple, list] = ((), [])
     """(key, the weights per layer as the bf16 path computes with them) of the no-autograd path"""
 
@@ -187,33 +152,20 @@ class FrameNet(nn.Sequential):
         self.to(memory_format=torch.channels_last if channels_last else torch.contiguous_format)
         return self
 
-    def block_stride(self) -> int:
-        """The stride of the first layer where it runs over blocks of the frames (``blocks``), else 0."""
-        return block_stride(self[0]) if self.channels_last and self.blocks and len(self) else 0
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         layout = torch.channels_last if self.channels_last else torch.contiguous_format
-        s = self.block_stride()
         if not self.bf16:
-            if not s:
-                return super().forward(x.contiguous(memory_format=layout) / 255.0)  # the layout change on uint8 bytes
-            first, *rest = list(self)
-            h = nn.functional.conv2d(to_blocks(x, s) / 255.0, block_weight(first.weight, s), first.bias)
-            for layer in rest:
-                h = layer(h)
-            return h
+            return super().forward(x.contiguous(memory_format=layout) / 255.0)  # the layout change on uint8 bytes
         dtype = torch.float32 if self.round_bf16 else torch.bfloat16
-        h = (to_blocks(x, s) if s else x).to(dtype).contiguous(memory_format=layout)  # 2x faster than in one copy
+        h = x.to(dtype).contiguous(memory_format=layout)  # in this order 2x faster than in one copy
         cached = not torch.is_grad_enabled() and not torch.compiler.is_compiling()
         layers = list(self)
         split = len(layers) - self.fp32_tail
         weights = self._bf16_weights() if cached else [_cast(w, self._bf16) for w in self._weights()]
         with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=not self.round_bf16):
-            for i, (layer, w) in enumerate(zip(layers[:split], weights)):
+            for layer, w in zip(layers[:split], weights):
                 if w is None:
                     h = layer(h)
-                elif i == 0 and s:  # over blocks: stride 1
-                    h = self._round(nn.functional.conv2d(h, *w))
                 elif isinstance(layer, nn.Conv2d):
                     h = self._round(layer._conv_forward(h, *w))
                 else:
@@ -232,15 +184,12 @@ class FrameNet(nn.Sequential):
         return RoundToBF16.apply(h) if self.round_bf16 else h
 
     def _weights(self) -> list[Weights]:
-        """Per layer: its (weight, bias), the first such layer's weight times 1 / 255 (and over blocks of the frames
-        where ``block_stride``); None for a layer without."""
+        """Per layer: its (weight, bias), the first such layer's weight times 1 / 255; None for a layer without."""
         out: list[Weights] = []
-        s = self.block_stride()
-        for i, layer in enumerate(self):
+        for layer in self:
             if isinstance(layer, (nn.Conv2d, nn.Linear)):
                 first = all(w is None for w in out)
-                weight = layer.weight / 255.0 if first else layer.weight
-                out.append((block_weight(weight, s) if s and i == 0 else weight, layer.bias))
+                out.append((layer.weight / 255.0 if first else layer.weight, layer.bias))
             else:
                 out.append(None)
         return out
@@ -249,7 +198,7 @@ class FrameNet(nn.Sequential):
         """``_weights()`` as the bf16 path computes with them (``_bf16``; in the layout of the float32 ones), made
         again when a weight changed."""
         params = list(self.parameters())
-        key = (self.block_stride(), *((p._version, p.data_ptr(), p.device) for p in params))
+        key = tuple((p._version, p.data_ptr(), p.device) for p in params)
         if key != self._cast[0]:
             with torch.no_grad():
                 self._cast = (key, [_cast(w, self._bf16) for w in self._weights()])

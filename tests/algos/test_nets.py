@@ -12,7 +12,7 @@ import torch
 
 from rlfast.algos.nets import NatureCNNAgent
 
-from rlfast.algos.speed import FrameNet, block_stride, block_weight, native_bf16, set_speed, to_blocks
+from rlfast.algos.speed import FrameNet, native_bf16, set_speed
 
 ROOT = Path(__file__).resolve().parents[2]
 BF16_PATHS = pytest.mark.parametrize("round_bf16", [False, True], ids=["autocast", "rounded"])
@@ -65,61 +65,6 @@ def test_channels_last_keeps_the_math():
         torch.testing.assert_close(fast_grads[k], grads[k], rtol=0, atol=1e-4 * scale + 1e-8, msg=k)
     # back to the contiguous layout: set_speed() with no options
     assert set_speed(fast).network[0].weight.is_contiguous()
-
-
-@pytest.mark.parametrize("size", [84, 86, 64])
-def test_first_convolution_over_blocks_computes_the_same_sums(size):
-    # the 8x8 stride-4 convolution as a 2x2 stride-1 one over 4x4 blocks of the frames (64 channels): the same
-    # products summed in another order; rows past the last whole block (86 = 21 x 4 + 2) are never read
-    torch.manual_seed(0)
-    x = torch.randint(0, 256, (6, 4, size, size), dtype=torch.uint8).float()
-    conv = torch.nn.Conv2d(4, 16, 8, stride=4)
-    assert block_stride(conv) == 4
-    blocks = to_blocks(x.contiguous(memory_format=torch.channels_last), 4)
-    assert blocks.shape == (6, 64, size // 4, size // 4) and blocks.is_contiguous(memory_format=torch.channels_last)
-    assert torch.equal(blocks[:, 4 * (2 * 4 + 3) + 1, 5, 7], x[:, 1, 5 * 4 + 2, 7 * 4 + 3])  # (dy 2, dx 3), channel 1
-    got = torch.nn.functional.conv2d(blocks, block_weight(conv.weight, 4), conv.bias)
-    torch.testing.assert_close(got, conv(x), rtol=1e-5, atol=1e-3)
-    # the weight's gradient flows back through the reordering to the 8x8 weight
-    (grad,) = torch.autograd.grad(got.square().mean(), conv.weight)
-    (expected,) = torch.autograd.grad(conv(x).square().mean(), conv.weight)
-    torch.testing.assert_close(grad, expected, rtol=1e-4, atol=1e-4 * expected.abs().max().item())
-
-
-def test_only_convolutions_of_whole_blocks_run_over_blocks():
-    conv = torch.nn.Conv2d
-    whole = (conv(4, 8, 8, stride=4), conv(4, 8, 4, stride=2), conv(4, 8, 6, stride=3))
-    assert [block_stride(m) for m in whole] == [4, 2, 3]
-    for m in (conv(4, 8, 3, stride=1), conv(4, 8, 8, stride=3), conv(4, 8, 8, stride=4, padding=1),
-              conv(4, 8, 8, stride=4, dilation=2), conv(4, 8, 8, stride=4, groups=2), conv(4, 8, (8, 4), stride=(4, 2)),
-              torch.nn.Linear(4, 8)):  # fmt: skip
-        assert block_stride(m) == 0, m
-
-
-@pytest.mark.parametrize("mode", ["float32", "autocast", "rounded"])
-def test_channels_last_runs_the_first_layer_over_blocks_with_the_same_results(mode, monkeypatch):
-    # FrameNet.blocks (on by default) against the plain first convolution, forward and gradients, each speed path
-    if mode == "autocast" and not native_bf16(torch.device("cpu")):
-        pytest.skip("the autocast's bf16 kernels are emulated here (slow); the rounded path checks the same sums")
-    torch.manual_seed(0)
-    agent = set_speed(NatureCNNAgent(4, 6, width=0.5), channels_last=True, bf16=mode != "float32",
-                      round_bf16=mode == "rounded")  # fmt: skip
-    x, actions = frames().contiguous(memory_format=torch.channels_last), torch.randint(0, 6, (16,))
-    assert agent.network.block_stride() == 4
-    results = {}
-    for blocks in (False, True):
-        monkeypatch.setattr(FrameNet, "blocks", blocks)
-        with torch.no_grad():
-            acting = agent.hidden(x)
-        results[blocks] = acting, *loss_and_grads(agent, x, actions)
-    (act0, loss0, grads0), (act1, loss1, grads1) = results[False], results[True]
-    # float32: rounding of the sums' order; bf16: the same, then rounded to 8 bits at each layer's result
-    tol = 1e-5 if mode == "float32" else 2e-2
-    assert (act1 - act0).abs().max() <= tol * act0.abs().max()
-    assert abs(loss1 - loss0) <= tol * abs(loss0)
-    for k in grads0:
-        cos = torch.nn.functional.cosine_similarity(grads1[k].flatten(), grads0[k].flatten(), dim=0)
-        assert cos > (1 - 1e-6 if mode == "float32" else 0.99), (k, cos.item())
 
 
 @BF16_PATHS
