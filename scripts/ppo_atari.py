@@ -79,6 +79,10 @@ class Args(PPOArgs, CNNArgs, RunArgs):
     cnn_width: float = bounded(1.0, low=0, low_open=True)
     """scale the Nature CNN's channels and hidden units (1: CleanRL's 32-64-64-512; 0.5: 16-32-32-256, about a
     third of the multiply-adds, for a CPU: configs/pong_cpu.toml)"""
+    normalize_frames: bool = False
+    """each pixel as (value - running mean) / running std, clipped to [-5, 5], instead of value / 255 (rl_games'
+    normalize_input: the static background goes to 0, the ball and paddles stand out); the statistics are the
+    newest frames' of each rollout, added after its update, so a rollout and its update see the same ones"""
     frame_size: int = bounded(84, low=36)
     """frames resized to this square (84: CleanRL's; 64: the CNN's last feature map 4x4 instead of 7x7, about
     half its multiply-adds); an env of your own must give frames of this size"""
@@ -107,7 +111,8 @@ def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> nn.
         raise usage_error(f"{args.env_id} observations are {tuple(obs_space.shape)}; the Nature CNN needs "
                           f"({args.stack}, {size}, {size}) (grayscale {size}x{size} frames, {args.stack} "
                           "stacked)")  # fmt: skip
-    return Agent(args.stack, int(action_space.n), width=args.cnn_width, frame_size=size)
+    return Agent(args.stack, int(action_space.n), width=args.cnn_width, frame_size=size,
+                 normalize=args.normalize_frames)
 
 
 def minibatch_loss(agent: nn.Module, args: Args, mb: dict[str, torch.Tensor]) -> PPOLoss:
@@ -181,6 +186,8 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     rollout = Rollout(T, B, envs.observation_space.shape, obs_dtype=torch.uint8, device=device,
                       obs_memory_format=envs.memory_format)
     next_obs = envs.reset()
+    if args.normalize_frames and ckpt is None:  # the first rollout's statistics: the frames at the reset
+        agent.network.observe(next_obs, run.world.sum)
     next_done = torch.zeros(B, dtype=torch.bool, device=device)
     next_terminated = torch.zeros(B, dtype=torch.bool, device=device)  # the part of next_done that is no time limit
 
@@ -211,6 +218,8 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
             with timer("train"):
                 scalars = update(agent, optimizer, loss_fn, rollout, next_obs, next_done, next_terminated, args,
                                  run.world)  # fmt: skip
+                if args.normalize_frames:  # the next rollout and update normalize with these frames counted
+                    agent.network.observe(rollout.obs, run.world.sum)
             run.end_iteration(args.batch_size, scalars, envs.episodes.table)
     return run.exit_code
 

@@ -77,11 +77,12 @@ NATURE_CONVS = ((32, 8, 4), (64, 4, 2), (64, 3, 1))
 """The Nature CNN's convolutions: (channels at width 1, kernel, stride)."""
 
 
-def nature_cnn(in_channels: int, width: float = 1.0, frame_size: int = 84) -> FrameNet:
+def nature_cnn(in_channels: int, width: float = 1.0, frame_size: int = 84, normalize: bool = False) -> FrameNet:
     """The Nature CNN (Mnih et al. 2015) as CleanRL initializes it: [N, C, 84, 84] uint8 frames -> [N, 512].
     ``width`` scales its channels and hidden units (0.5: 16-32-32-256, about a third of the multiply-adds);
     ``frame_size`` takes square frames of another size (64: the last feature map 4x4 instead of 7x7, half the
-    multiply-adds again). Frames below 36x36 leave no room for its three convolutions: a ValueError."""
+    multiply-adds again). Frames below 36x36 leave no room for its three convolutions: a ValueError.
+    ``normalize``: each pixel normalized by running statistics instead of / 255 (``FrameNet.normalize``)."""
     c1, c2, c3, hidden = nature_widths(width)
     oh, ow = conv_out((frame_size, frame_size), NATURE_CONVS)
     if oh < 1 or ow < 1:
@@ -90,15 +91,17 @@ def nature_cnn(in_channels: int, width: float = 1.0, frame_size: int = 84) -> Fr
     for out, (_, k, stride) in zip((c1, c2, c3), NATURE_CONVS):
         layers += [layer_init(nn.Conv2d(channels, out, k, stride=stride)), nn.ReLU()]
         channels = out
-    return FrameNet(*layers, nn.Flatten(), layer_init(nn.Linear(c3 * oh * ow, hidden)), nn.ReLU())
+    return FrameNet(*layers, nn.Flatten(), layer_init(nn.Linear(c3 * oh * ow, hidden)), nn.ReLU(),
+                    pixel_stats=(frame_size, frame_size) if normalize else None)
 
 
 class NatureCNNAgent(nn.Module):
     """CleanRL's ppo_atari network: the Nature CNN (Mnih et al. 2015) trunk shared by a linear actor and critic."""
 
-    def __init__(self, in_channels: int, num_actions: int, width: float = 1.0, frame_size: int = 84) -> None:
+    def __init__(self, in_channels: int, num_actions: int, width: float = 1.0, frame_size: int = 84,
+                 normalize: bool = False) -> None:  # fmt: skip
         super().__init__()
-        self.network = nature_cnn(in_channels, width, frame_size)
+        self.network = nature_cnn(in_channels, width, frame_size, normalize)
         hidden = nature_widths(width)[-1]
         self.actor = layer_init(nn.Linear(hidden, num_actions), std=0.01)
         self.critic = layer_init(nn.Linear(hidden, 1), std=1.0)

@@ -101,7 +101,8 @@ def _cast(w: Weights, cast: Callable[[torch.Tensor], torch.Tensor]) -> Weights:
 
 class FrameNet(nn.Sequential):
     """``nn.Sequential`` over uint8 frames [N, C, H, W]: scales them to [0, 1] (CleanRL's ``x / 255.0``), runs
-    its layers and returns float32. Its state_dict is the plain ``nn.Sequential``'s (``0.weight``, ...).
+    its layers and returns float32. Its state_dict is the plain ``nn.Sequential``'s (``0.weight``, ...), plus
+    the per-pixel statistics where it normalizes the frames instead of scaling them (``pixel_stats``, ``normalize``).
 
     Speed options (``set_speed``), off by default: ``channels_last`` keeps weights and activations NHWC,
     which oneDNN's CPU convolutions run faster (its backward most); ``bf16`` runs the layers in bfloat16
@@ -135,11 +136,47 @@ class FrameNet(nn.Sequential):
     _cast: tuple[tuple, list] = ((), [])
     """(key, the weights per layer as the bf16 path computes with them) of the no-autograd path"""
 
-    def __init__(self, *layers: nn.Module, fp32_tail: int = 0) -> None:
+    def __init__(self, *layers: nn.Module, fp32_tail: int = 0, pixel_stats: Optional[tuple[int, int]] = None) -> None:
         super().__init__(*layers)
         if not 0 <= fp32_tail <= len(layers):
             raise ValueError(f"fp32_tail must be in [0, {len(layers)}], got {fp32_tail}")
         self.fp32_tail = fp32_tail
+        self.normalizes = pixel_stats is not None
+        if pixel_stats is not None:  # buffers: in the state_dict (checkpoints, evaluation) only when on
+            self.register_buffer("pixel_mean", torch.zeros(pixel_stats, dtype=torch.float64))
+            self.register_buffer("pixel_var", torch.ones(pixel_stats, dtype=torch.float64))
+            self.register_buffer("pixel_count", torch.zeros((), dtype=torch.float64))
+
+    def normalize(self, x: torch.Tensor) -> torch.Tensor:
+        """uint8 frames [N, C, H, W] -> float32 ``(x - mean) / sqrt(var + 1e-5)`` per pixel, clipped to [-5, 5]
+        (rl_games' ``normalize_input``): static background goes to 0, what moves stands out. The statistics are
+        ``observe``'s, one per pixel for all C frames of a stack (each is the newest frame of an earlier step)."""
+        mean, scale = self.pixel_mean.float(), torch.rsqrt(self.pixel_var.float() + 1e-5)
+        return ((x.float() - mean) * scale).clamp_(-5.0, 5.0)
+
+    @torch.no_grad()
+    def observe(self, frames: torch.Tensor, reduce: Optional[Callable[[torch.Tensor], torch.Tensor]] = None) -> None:
+        """Adds the newest frame of each stack in ``frames`` [..., C, H, W] (uint8) to the per-pixel mean and
+        variance (Chan et al.'s parallel rule, float64); ``reduce`` sums a float64 tensor over data-parallel
+        ranks (``World.sum``), so that every rank keeps the statistics of all ranks' frames."""
+        newest = frames[..., -1, :, :]
+        newest = newest.reshape(-1, *newest.shape[-2:])
+        sums = torch.zeros((2, *newest.shape[1:]), dtype=torch.float64, device=frames.device)
+        for chunk in newest.split(256):
+            c = chunk.double()
+            sums[0] += c.sum(0)
+            sums[1] += (c * c).sum(0)
+        n = torch.tensor(float(newest.shape[0]), dtype=torch.float64, device=frames.device)
+        if reduce is not None:
+            sums, n = reduce(sums), reduce(n)
+        mean = sums[0] / n
+        var = (sums[1] / n - mean * mean).clamp(min=0)
+        total = self.pixel_count + n
+        delta = mean - self.pixel_mean
+        m2 = self.pixel_var * self.pixel_count + var * n + delta * delta * self.pixel_count * n / total
+        self.pixel_mean += delta * n / total
+        self.pixel_var.copy_(m2 / total)
+        self.pixel_count.copy_(total)
 
     def set_speed(self, channels_last: bool = False, bf16: bool = False, round_bf16: bool = False) -> "FrameNet":
         if bf16 and (odd := [type(m).__name__ for m in self if next(m.parameters(), None) is not None and
@@ -154,8 +191,11 @@ class FrameNet(nn.Sequential):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         layout = torch.channels_last if self.channels_last else torch.contiguous_format
+        if self.normalizes:
+            x = self.normalize(x)
         if not self.bf16:
-            return super().forward(x.contiguous(memory_format=layout) / 255.0)  # the layout change on uint8 bytes
+            h = x.contiguous(memory_format=layout)  # the layout change on uint8 bytes (without normalize)
+            return super().forward(h if self.normalizes else h / 255.0)
         dtype = torch.float32 if self.round_bf16 else torch.bfloat16
         h = x.to(dtype).contiguous(memory_format=layout)  # in this order 2x faster than in one copy
         cached = not torch.is_grad_enabled() and not torch.compiler.is_compiling()
@@ -184,11 +224,12 @@ class FrameNet(nn.Sequential):
         return RoundToBF16.apply(h) if self.round_bf16 else h
 
     def _weights(self) -> list[Weights]:
-        """Per layer: its (weight, bias), the first such layer's weight times 1 / 255; None for a layer without."""
+        """Per layer: its (weight, bias), the first such layer's weight times 1 / 255 (unless ``normalize``); None for
+        a layer without."""
         out: list[Weights] = []
         for layer in self:
             if isinstance(layer, (nn.Conv2d, nn.Linear)):
-                first = all(w is None for w in out)
+                first = all(w is None for w in out) and not self.normalizes
                 out.append((layer.weight / 255.0 if first else layer.weight, layer.bias))
             else:
                 out.append(None)

@@ -67,6 +67,43 @@ def test_channels_last_keeps_the_math():
     assert set_speed(fast).network[0].weight.is_contiguous()
 
 
+def test_pixel_statistics_are_those_of_every_newest_frame_observed():
+    torch.manual_seed(0)
+    net = NatureCNNAgent(4, 6, normalize=True).network
+    assert net.pixel_count.item() == 0 and net.pixel_mean.shape == (84, 84)
+    batches = [frames(n, seed) for n, seed in ((3, 1), (300, 2), (5, 3))]  # 300: more than one chunk
+    batches[1] = batches[1].contiguous(memory_format=torch.channels_last)  # a rollout's layout
+    for b in batches:
+        net.observe(b)
+    newest = torch.cat([b[:, -1] for b in batches]).double()  # each stack's newest frame (channel -1) only
+    assert net.pixel_count.item() == 308
+    torch.testing.assert_close(net.pixel_mean, newest.mean(0))
+    torch.testing.assert_close(net.pixel_var, newest.var(0, unbiased=False))
+    rollout = batches[1].reshape(30, 10, 4, 84, 84)  # [T, B, C, H, W] rows count the same
+    net.observe(rollout)
+    assert net.pixel_count.item() == 608
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_normalized_frames_feed_the_first_layer_unscaled(channels_last):
+    # (x - mean) / sqrt(var + 1e-5) per pixel, clipped to [-5, 5], goes to the first layer as it is (no 1 / 255)
+    torch.manual_seed(0)
+    agent = NatureCNNAgent(4, 6, normalize=True)
+    net = agent.network
+    net.pixel_mean.fill_(100.0)
+    net.pixel_var.fill_(4.0 - 1e-5)  # a scale of 1 / 2
+    net.pixel_var[:10] = 0.0  # a still pixel: its value is its mean, normalized to 0
+    x = frames()
+    x[:, :, :10] = 100
+    expected = torch.nn.Sequential(*net)(((x.float() - 100.0) / 2.0).clamp(-5.0, 5.0))
+    normalized = net.normalize(x)
+    assert normalized.abs().max() == 5.0 and (normalized[:, :, :10] == 0).all()
+    set_speed(agent, channels_last=channels_last)
+    torch.testing.assert_close(agent.hidden(x.contiguous(memory_format=torch.channels_last)), expected,
+                               rtol=1e-5, atol=1e-5)  # fmt: skip
+    assert "network.pixel_mean" in agent.state_dict() and "network.pixel_mean" not in NatureCNNAgent(4, 6).state_dict()
+
+
 @BF16_PATHS
 def test_bf16_is_close_and_returns_float32(round_bf16):
     torch.manual_seed(0)
