@@ -136,6 +136,8 @@ def update(agent: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable
         advantages, returns = gae(rollout.rewards, rollout.values, rollout.dones, next_value, next_done, args.gamma,
                                   args.gae_lambda, *bootstrap)  # fmt: skip
     batch = rollout.batch(advantages, returns)
+    if args.normalize_frames:  # once for the epochs (the statistics change after the update)
+        batch["obs"] = agent.network.normalized(batch["obs"])
     rows = T * B * world.world_size
     size = rows // args.num_minibatches
     stats = []

@@ -155,6 +155,18 @@ class FrameNet(nn.Sequential):
         return ((x.float() - mean) * scale).clamp_(-5.0, 5.0)
 
     @torch.no_grad()
+    def normalized(self, frames: torch.Tensor) -> torch.Tensor:
+        """uint8 frames [N, C, H, W] normalized once (``normalize``), in the dtype and layout the layers take
+        them (bfloat16 under ``bf16``): ``forward`` takes such a batch as it is, so passes over it (PPO's epochs)
+        do not normalize it again; the same values as normalizing each minibatch."""
+        layout = torch.channels_last if self.channels_last else torch.contiguous_format
+        dtype = torch.bfloat16 if self.bf16 and not self.round_bf16 else torch.float32
+        out = torch.empty(frames.shape, dtype=dtype, device=frames.device, memory_format=layout)
+        for i in range(0, frames.shape[0], 256):
+            out[i : i + 256] = self.normalize(frames[i : i + 256])
+        return out
+
+    @torch.no_grad()
     def observe(self, frames: torch.Tensor, reduce: Optional[Callable[[torch.Tensor], torch.Tensor]] = None) -> None:
         """Adds the newest frame of each stack in ``frames`` [..., C, H, W] (uint8) to the per-pixel mean and
         variance (Chan et al.'s parallel rule, float64); ``reduce`` sums a float64 tensor over data-parallel
@@ -191,7 +203,7 @@ class FrameNet(nn.Sequential):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         layout = torch.channels_last if self.channels_last else torch.contiguous_format
-        if self.normalizes:
+        if self.normalizes and not x.is_floating_point():  # a floating x is ``normalized``'s
             x = self.normalize(x)
         if not self.bf16:
             h = x.contiguous(memory_format=layout)  # the layout change on uint8 bytes (without normalize)

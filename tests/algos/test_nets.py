@@ -104,6 +104,23 @@ def test_normalized_frames_feed_the_first_layer_unscaled(channels_last):
     assert "network.pixel_mean" in agent.state_dict() and "network.pixel_mean" not in NatureCNNAgent(4, 6).state_dict()
 
 
+@pytest.mark.parametrize("mode", ["float32", "float32 channels-last", "bf16", "rounded bf16"])
+def test_a_batch_normalized_once_gives_what_its_frames_give(mode):
+    # PPO normalizes its rollout once for all epochs (FrameNet.normalized); forward takes it as it is
+    torch.manual_seed(0)
+    bf16 = mode.endswith("bf16")
+    agent = set_speed(NatureCNNAgent(4, 6, width=0.5, normalize=True), channels_last=mode != "float32", bf16=bf16,
+                      round_bf16=mode == "rounded bf16")  # fmt: skip
+    agent.network.observe(frames(300, seed=1))
+    x = frames(260, seed=2)  # more rows than one chunk
+    if mode != "float32":
+        x = x.contiguous(memory_format=torch.channels_last)
+    once = agent.network.normalized(x)
+    assert once.dtype == (torch.bfloat16 if mode == "bf16" else torch.float32) and once.shape == x.shape
+    assert once.is_contiguous(memory_format=torch.channels_last if mode != "float32" else torch.contiguous_format)
+    assert torch.equal(agent.hidden(once), agent.hidden(x))
+
+
 @BF16_PATHS
 def test_bf16_is_close_and_returns_float32(round_bf16):
     torch.manual_seed(0)
