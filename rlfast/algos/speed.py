@@ -135,6 +135,8 @@ class FrameNet(nn.Sequential):
     round_bf16: bool = False
     _cast: tuple[tuple, list] = ((), [])
     """(key, the weights per layer as the bf16 path computes with them) of the no-autograd path"""
+    _pixel_cache: tuple[tuple, tuple] = ((), ())
+    """(key, ``_pixel_stats``) for ``normalize``"""
 
     def __init__(self, *layers: nn.Module, fp32_tail: int = 0, pixel_stats: Optional[tuple[int, int]] = None) -> None:
         super().__init__(*layers)
@@ -151,8 +153,22 @@ class FrameNet(nn.Sequential):
         """uint8 frames [N, C, H, W] -> float32 ``(x - mean) / sqrt(var + 1e-5)`` per pixel, clipped to [-5, 5]
         (rl_games' ``normalize_input``): static background goes to 0, what moves stands out. The statistics are
         ``observe``'s, one per pixel for all C frames of a stack (each is the newest frame of an earlier step)."""
-        mean, scale = self.pixel_mean.float(), torch.rsqrt(self.pixel_var.float() + 1e-5)
-        return ((x.float() - mean) * scale).clamp_(-5.0, 5.0)
+        last = x.dim() == 4 and not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last)
+        mean, scale = self._pixel_stats(x.shape[1], last, x.device)
+        if last:  # over the [N, H, W, C] bytes as they lie, the statistics laid out alike: vector loops throughout
+            return torch.sub(x.permute(0, 2, 3, 1), mean).mul_(scale).clamp_(-5.0, 5.0).permute(0, 3, 1, 2)
+        return torch.sub(x, mean).mul_(scale).clamp_(-5.0, 5.0)
+
+    def _pixel_stats(self, channels: int, last: bool, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """(mean, 1 / sqrt(var + 1e-5)) in float32 for every value of a stack, [H, W, C] (``last``: a channels-last
+        stack's order) or [C, H, W]; made again when the statistics change (their version counters)."""
+        key = (self.pixel_mean._version, self.pixel_var._version, self.pixel_mean.data_ptr(), channels, last, device)
+        if self._pixel_cache[0] != key:
+            mean, scale = self.pixel_mean.float(), torch.rsqrt(self.pixel_var.float() + 1e-5)
+            stats = [t[:, :, None].expand(-1, -1, channels) if last else t.expand(channels, -1, -1)
+                     for t in (mean, scale)]  # fmt: skip
+            self._pixel_cache = (key, tuple(t.contiguous().to(device) for t in stats))
+        return self._pixel_cache[1]
 
     @torch.no_grad()
     def normalized(self, frames: torch.Tensor) -> torch.Tensor:
@@ -162,8 +178,8 @@ class FrameNet(nn.Sequential):
         layout = torch.channels_last if self.channels_last else torch.contiguous_format
         dtype = torch.bfloat16 if self.bf16 and not self.round_bf16 else torch.float32
         out = torch.empty(frames.shape, dtype=dtype, device=frames.device, memory_format=layout)
-        for i in range(0, frames.shape[0], 256):
-            out[i : i + 256] = self.normalize(frames[i : i + 256])
+        for i in range(0, frames.shape[0], 8):  # 8 stacks, ~0.9 MB of float32: the passes stay in the cache
+            out[i : i + 8] = self.normalize(frames[i : i + 8])
         return out
 
     @torch.no_grad()
