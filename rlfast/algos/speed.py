@@ -11,6 +11,8 @@ import torch
 from torch import nn
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
+from rlfast.algos.normalize import RunningMeanStd
+
 
 ONEDNN_CAPS_WITHOUT_BF16 = {"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI"}
 """oneDNN instruction-set caps (``ONEDNN_MAX_CPU_ISA``) below AVX512_CORE_BF16: bf16 is emulated under them"""
@@ -185,7 +187,7 @@ class FrameNet(nn.Sequential):
     @torch.no_grad()
     def observe(self, frames: torch.Tensor, reduce: Optional[Callable[[torch.Tensor], torch.Tensor]] = None) -> None:
         """Adds the newest frame of each stack in ``frames`` [..., C, H, W] (uint8) to the per-pixel mean and
-        variance (Chan et al.'s parallel rule, float64); ``reduce`` sums a float64 tensor over data-parallel
+        variance (float64, ``RunningMeanStd.update_from_moments``); ``reduce`` sums a float64 tensor over data-parallel
         ranks (``World.sum``), so that every rank keeps the statistics of all ranks' frames."""
         newest = frames[..., -1, :, :]
         newest = newest.reshape(-1, *newest.shape[-2:])
@@ -198,13 +200,12 @@ class FrameNet(nn.Sequential):
         if reduce is not None:
             sums, n = reduce(sums), reduce(n)
         mean = sums[0] / n
-        var = (sums[1] / n - mean * mean).clamp(min=0)
-        total = self.pixel_count + n
-        delta = mean - self.pixel_mean
-        m2 = self.pixel_var * self.pixel_count + var * n + delta * delta * self.pixel_count * n / total
-        self.pixel_mean += delta * n / total
-        self.pixel_var.copy_(m2 / total)
-        self.pixel_count.copy_(total)
+        stats = RunningMeanStd(device=frames.device)  # its merge rule, on these buffers
+        stats.mean, stats.var, stats.count = self.pixel_mean, self.pixel_var, self.pixel_count
+        stats.update_from_moments(mean, (sums[1] / n - mean * mean).clamp(min=0), n)
+        self.pixel_mean.copy_(stats.mean)
+        self.pixel_var.copy_(stats.var)
+        self.pixel_count.copy_(stats.count)
 
     def set_speed(self, channels_last: bool = False, bf16: bool = False, round_bf16: bool = False) -> "FrameNet":
         if bf16 and (odd := [type(m).__name__ for m in self if next(m.parameters(), None) is not None and
