@@ -23,6 +23,7 @@ MUJOCO = mujoco.extension_kwargs()
 
 def sources() -> list[str]:
     files = glob.glob("rlfast/csrc/core/*.cc") + glob.glob("rlfast/csrc/python/*.cc")
+    files += glob.glob("rlfast/csrc/ops/*.cc")
     files += glob.glob("rlfast/csrc/envs/atari/*.cc")
     return sorted(files)
 

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
+from rlfast.algos.frame_norm import normalize_rows
 from rlfast.algos.normalize import RunningMeanStd
 
 
@@ -139,6 +140,8 @@ class FrameNet(nn.Sequential):
     """(key, the weights per layer as the bf16 path computes with them) of the no-autograd path"""
     _pixel_cache: tuple[tuple, tuple] = ((), ())
     """(key, ``_pixel_stats``) for ``normalize``"""
+    _normalized: Optional[torch.Tensor] = None
+    """``normalized``'s buffer"""
 
     def __init__(self, *layers: nn.Module, fp32_tail: int = 0, pixel_stats: Optional[tuple[int, int]] = None) -> None:
         super().__init__(*layers)
@@ -151,15 +154,19 @@ class FrameNet(nn.Sequential):
             self.register_buffer("pixel_var", torch.ones(pixel_stats, dtype=torch.float64))
             self.register_buffer("pixel_count", torch.zeros((), dtype=torch.float64))
 
-    def normalize(self, x: torch.Tensor) -> torch.Tensor:
-        """uint8 frames [N, C, H, W] -> float32 ``(x - mean) / sqrt(var + 1e-5)`` per pixel, clipped to [-5, 5]
-        (rl_games' ``normalize_input``): static background goes to 0, what moves stands out. The statistics are
-        ``observe``'s, one per pixel for all C frames of a stack (each is the newest frame of an earlier step)."""
+    def normalize(self, x: torch.Tensor, dtype: torch.dtype = torch.float32,
+                  out: Optional[torch.Tensor] = None) -> torch.Tensor:  # fmt: skip
+        """uint8 frames [N, C, H, W] -> ``(x - mean) / sqrt(var + 1e-5)`` per pixel, clipped to [-5, 5] (rl_games'
+        ``normalize_input``), in ``dtype`` and x's memory layout (into ``out``, laid out as x, where given): static
+        background goes to 0, what moves stands out. The statistics are ``observe``'s, one per pixel for all C
+        frames of a stack (each is the newest frame of an earlier step). One pass on a CPU (``normalize_rows``)."""
         last = x.dim() == 4 and not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last)
         mean, scale = self._pixel_stats(x.shape[1], last, x.device)
-        if last:  # over the [N, H, W, C] bytes as they lie, the statistics laid out alike: vector loops throughout
-            return torch.sub(x.permute(0, 2, 3, 1), mean).mul_(scale).clamp_(-5.0, 5.0).permute(0, 3, 1, 2)
-        return torch.sub(x, mean).mul_(scale).clamp_(-5.0, 5.0)
+        if last:  # over the [N, H, W, C] bytes as they lie, the statistics laid out alike
+            rows = normalize_rows(x.permute(0, 2, 3, 1), mean, scale, 5.0, dtype, torch.get_num_threads(),
+                                  None if out is None else out.permute(0, 2, 3, 1))  # fmt: skip
+            return rows.permute(0, 3, 1, 2)
+        return normalize_rows(x, mean, scale, 5.0, dtype, torch.get_num_threads(), out)
 
     def _pixel_stats(self, channels: int, last: bool, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         """(mean, 1 / sqrt(var + 1e-5)) in float32 for every value of a stack, [H, W, C] (``last``: a channels-last
@@ -176,13 +183,21 @@ class FrameNet(nn.Sequential):
     def normalized(self, frames: torch.Tensor) -> torch.Tensor:
         """uint8 frames [N, C, H, W] normalized once (``normalize``), in the dtype and layout the layers take
         them (bfloat16 under ``bf16``): ``forward`` takes such a batch as it is, so passes over it (PPO's epochs)
-        do not normalize it again; the same values as normalizing each minibatch."""
+        do not normalize it again; the same values as normalizing each minibatch. The batch is written into one
+        buffer kept for the next call, which overwrites it (a PPO rollout's, ~115 MB in bfloat16: fresh memory
+        of that size took ~50 ms a call to fault in on a 2-core CPU, twice what normalizing into it takes)."""
         layout = torch.channels_last if self.channels_last else torch.contiguous_format
-        dtype = torch.bfloat16 if self.bf16 and not self.round_bf16 else torch.float32
-        out = torch.empty(frames.shape, dtype=dtype, device=frames.device, memory_format=layout)
-        for i in range(0, frames.shape[0], 8):  # 8 stacks, ~0.9 MB of float32: the passes stay in the cache
-            out[i : i + 8] = self.normalize(frames[i : i + 8])
-        return out
+        dtype = self._input_dtype()
+        if not frames.is_contiguous(memory_format=layout):  # frames in another layout: normalized, then reordered
+            return self.normalize(frames, dtype).contiguous(memory_format=layout)
+        out = self._normalized
+        if out is None or out.shape != frames.shape or out.dtype != dtype or out.device != frames.device:
+            out = self._normalized = torch.empty(frames.shape, dtype=dtype, device=frames.device, memory_format=layout)
+        return self.normalize(frames, dtype, out)
+
+    def _input_dtype(self) -> torch.dtype:
+        """The dtype the first layer takes: bfloat16 under ``bf16`` (unless rounded in float32), else float32."""
+        return torch.bfloat16 if self.bf16 and not self.round_bf16 else torch.float32
 
     @torch.no_grad()
     def observe(self, frames: torch.Tensor, reduce: Optional[Callable[[torch.Tensor], torch.Tensor]] = None) -> None:
@@ -221,7 +236,7 @@ class FrameNet(nn.Sequential):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         layout = torch.channels_last if self.channels_last else torch.contiguous_format
         if self.normalizes and not x.is_floating_point():  # a floating x is ``normalized``'s
-            x = self.normalize(x)
+            x = self.normalize(x, self._input_dtype())
         if not self.bf16:
             h = x.contiguous(memory_format=layout)  # the layout change on uint8 bytes (without normalize)
             return super().forward(h if self.normalizes else h / 255.0)

@@ -101,6 +101,7 @@ PYBIND11_MODULE(_C, m) {
   DefinePoolMethods(pool);
 
   BindSharedChannel(m);
+  BindOps(m);
   m.def("make_remote_pool",
         [](const std::string& task_id, const core::PoolConfig& config,
            std::shared_ptr<core::SharedChannel> channel, const py::dict& spec) {

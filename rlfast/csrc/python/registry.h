@@ -113,6 +113,8 @@ std::unique_ptr<core::Pool> MakeRemotePool(const std::string& task_id, const cor
                                            const py::dict& spec);
 /// Binds core::SharedChannel as _C.SharedChannel (remote.cc).
 void BindSharedChannel(py::module_& m);
+/// Binds the tensor kernels of rlfast/csrc/ops (_C.normalize_frames; ops.cc).
+void BindOps(py::module_& m);
 
 void RegisterClassicControl(Registry* registry);
 void RegisterAtari(Registry* registry);
