@@ -21,6 +21,7 @@ replay         replay buffer on the training device: each observation stored onc
 gae            generalized advantage estimation (CleanRL's done convention, next-step autoreset)
 nets           the networks: CleanRL's orthogonal init, tanh MLP, Nature CNN agent, recurrent agent
 speed          the CNN's CPU speed options: FrameNet (channels-last, bf16, rounded bf16), set_speed, denormal flushing
+frame_norm     per-pixel normalization of uint8 frames (--normalize-frames): one pass of rlfast._C on a CPU
 distributions  categorical sampling / log-prob / entropy as plain tensor ops
 continuous     diagonal Gaussian policy; CleanRL's MuJoCo observation/reward wrappers on the device
 normalize      RunningMeanStd, observation normalizer, reward scaler (gymnasium semantics, any device)

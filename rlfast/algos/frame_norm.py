@@ -3,15 +3,15 @@
 (a GPU, under ``torch.compile``) torch's element-wise ops. Both give the same values: the kernel computes in float32
 in torch's order without fused multiply-adds and rounds to bfloat16 as torch's cast does (nearest, ties to even).
 
-On a 2-core CPU torch's ops took ~0.4 ms for the 8 stacks an env group acts on (a subtraction into a float32
-temporary, a multiplication, a clamp and the cast to bfloat16, each a pass over memory), about as long as the half-width
-CNN's forward pass on them; the kernel reads the bytes once and writes the result once (docs/performance/cpu.md)."""
+On a 2-core CPU torch's ops took ~0.3 ms for the 8 stacks an env group acts on (a subtraction into a float32
+temporary, a multiplication, a clamp and the cast to bfloat16, each a pass over memory), a quarter of the acting
+call; the kernel reads the bytes once and writes the result once, in 0.1 ms (docs/performance/cpu.md)."""
 
 from typing import Optional
 
 import torch
 
-from rlfast import _C
+from rlfast._ext import _C
 
 KERNEL_DTYPES = {torch.float32: torch.float32, torch.bfloat16: torch.uint16}
 """the dtypes the kernel writes: float32, or bfloat16 as its bits (uint16, which numpy has)"""

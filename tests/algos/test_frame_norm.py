@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from rlfast import _C
+from rlfast._ext import _C
 from rlfast.algos.frame_norm import normalize_rows
 
 DTYPES = [torch.float32, torch.bfloat16]
