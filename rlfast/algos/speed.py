@@ -191,7 +191,8 @@ class FrameNet(nn.Sequential):
         if not frames.is_contiguous(memory_format=layout):  # frames in another layout: normalized, then reordered
             return self.normalize(frames, dtype).contiguous(memory_format=layout)
         out = self._normalized
-        if out is None or out.shape != frames.shape or out.dtype != dtype or out.device != frames.device:
+        if (out is None or out.shape != frames.shape or out.dtype != dtype or out.device != frames.device
+                or not out.is_contiguous(memory_format=layout)):  # fmt: skip
             out = self._normalized = torch.empty(frames.shape, dtype=dtype, device=frames.device, memory_format=layout)
         return self.normalize(frames, dtype, out)
 

@@ -127,6 +127,21 @@ def test_a_batch_normalized_once_gives_what_its_frames_give(mode):
     assert again.data_ptr() == once.data_ptr() and torch.equal(agent.hidden(again), agent.hidden(y))
 
 
+def test_normalized_follows_a_change_of_speed_options():
+    # the kept buffer is made again when the layers' dtype or layout changes (set_speed between calls)
+    agent = NatureCNNAgent(4, 6, width=0.5, normalize=True)
+    agent.network.observe(frames(20, seed=1))
+    x = frames(20, seed=2)
+    assert agent.network.normalized(x).dtype == torch.float32
+    for channels_last, bf16 in ((True, False), (True, True), (False, True)):
+        set_speed(agent, channels_last=channels_last, bf16=bf16)
+        layout = torch.channels_last if channels_last else torch.contiguous_format
+        x = x.contiguous(memory_format=layout)
+        once = agent.network.normalized(x)
+        assert once.is_contiguous(memory_format=layout) and once.dtype == (torch.bfloat16 if bf16 else torch.float32)
+        assert torch.equal(agent.hidden(once), agent.hidden(x))
+
+
 @BF16_PATHS
 def test_bf16_is_close_and_returns_float32(round_bf16):
     torch.manual_seed(0)
