@@ -17,6 +17,9 @@ from rlfast.algos.normalize import RunningMeanStd
 
 ONEDNN_CAPS_WITHOUT_BF16 = {"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI"}
 """oneDNN instruction-set caps (``ONEDNN_MAX_CPU_ISA``) below AVX512_CORE_BF16: bf16 is emulated under them"""
+ONEDNN_CAPS_WITHOUT_AMX = ONEDNN_CAPS_WITHOUT_BF16 | {"AVX512_CORE_BF16", "AVX512_CORE_FP16", "AVX10_1_512",
+                                                  "AVX10_2_512"}  # fmt: skip
+"""oneDNN instruction-set caps below AVX512_CORE_AMX: bf16 runs without AMX tiles under them"""
 
 
 def native_bf16(device: torch.device) -> bool:
@@ -27,10 +30,25 @@ def native_bf16(device: torch.device) -> bool:
         return torch.cuda.is_bf16_supported()
     if device.type != "cpu" or not torch.backends.mkldnn.is_available():
         return False
-    cap = os.environ.get("ONEDNN_MAX_CPU_ISA", os.environ.get("DNNL_MAX_CPU_ISA", "")).upper()
-    if cap in ONEDNN_CAPS_WITHOUT_BF16:
+    if _onednn_cap() in ONEDNN_CAPS_WITHOUT_BF16:
         return False
     return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+
+
+def amx_bf16(device: torch.device) -> bool:
+    """Whether ``device`` is a CPU whose oneDNN runs bfloat16 on AMX tiles: where ``--auto-speed`` takes bf16. With
+    AVX512-BF16 alone bf16 is native (``native_bf16``) but the CNNs' updates ran slower in it than in float32 on an
+    Intel Xeon without AMX (docs/performance/cpu.md#bfloat16), so there ``--auto-speed`` stays in float32."""
+    if device.type != "cpu" or not torch.backends.mkldnn.is_available():
+        return False
+    if _onednn_cap() in ONEDNN_CAPS_WITHOUT_AMX:
+        return False
+    return bool(torch.cpu._is_amx_tile_supported())
+
+
+def _onednn_cap() -> str:
+    """oneDNN's instruction-set cap as the environment sets it (``ONEDNN_MAX_CPU_ISA`` / ``DNNL_MAX_CPU_ISA``)."""
+    return os.environ.get("ONEDNN_MAX_CPU_ISA", os.environ.get("DNNL_MAX_CPU_ISA", "")).upper()
 
 
 def flush_denormals() -> bool:

@@ -12,7 +12,7 @@ import torch
 
 from rlfast.algos.nets import NatureCNNAgent
 
-from rlfast.algos.speed import FrameNet, native_bf16, set_speed
+from rlfast.algos.speed import FrameNet, amx_bf16, native_bf16, set_speed
 
 ROOT = Path(__file__).resolve().parents[2]
 BF16_PATHS = pytest.mark.parametrize("round_bf16", [False, True], ids=["autocast", "rounded"])
@@ -255,6 +255,22 @@ def test_native_bf16_is_off_under_a_onednn_cap_without_it(monkeypatch):
     monkeypatch.delenv("DNNL_MAX_CPU_ISA", raising=False)
     has = bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
     assert native_bf16(torch.device("cpu")) == (has and torch.backends.mkldnn.is_available())
+
+
+def test_amx_bf16_follows_the_cpu_flags_and_the_onednn_cap(monkeypatch):
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    monkeypatch.delenv("DNNL_MAX_CPU_ISA", raising=False)
+    flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else None
+    if flags is None:
+        pytest.skip("no /proc/cpuinfo to compare with")
+    has = " amx_tile" in flags and torch.backends.mkldnn.is_available()
+    assert amx_bf16(torch.device("cpu")) == has
+    assert amx_bf16(torch.device("meta")) is False and amx_bf16(torch.device("cuda")) is False
+    for cap in ("SSE41", "AVX512_CORE", "avx512_core_bf16", "AVX512_CORE_FP16"):  # below AMX: no tiles
+        monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", cap)
+        assert amx_bf16(torch.device("cpu")) is False
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_AMX")
+    assert amx_bf16(torch.device("cpu")) == has
 
 
 def test_dqn_atari_q_network_takes_the_same_options():
