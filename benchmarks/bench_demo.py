@@ -24,6 +24,8 @@ its AVX-512/BF16/AMX flags); ``curves.json`` and ``curves.png`` (the 20-episode 
 against env steps, both systems). A run that has not reached the threshold after ``--cap-minutes`` is stopped
 (Ctrl-C: it saves its checkpoint) and counted as not reached, with its best mean. Ctrl-C or SIGTERM to this
 benchmark stops the run the same way, then the benchmark (the seeds measured so far keep their rows).
+After its timing each rlfast run's final policy plays ``--evaluate`` greedy games (``scripts/evaluate.py``, the
+issue's second criterion): their mean and spread go in the table, and how many seeds hold the threshold there.
 """
 
 import json
@@ -66,6 +68,9 @@ class Args:
     """the Python that has the peer installed (rl_games: pip install rl-games; envpool)"""
     preset: Optional[str] = None
     """another rlfast preset than the demo's (to compare presets)"""
+    evaluate: int = 10
+    """games of scripts/evaluate.py (greedy) on each rlfast run's final checkpoint once its timing ends (0: none):
+    the score goes in the table and in OUT/<demo>/rlfast_seed<N>/evaluate.txt"""
     report_only: bool = False
 
 
@@ -150,6 +155,33 @@ def run_one(system: str, args: Args, seed: int, folder: Path) -> dict:
     return row
 
 
+def evaluate(run_dir: Path, episodes: int) -> None:
+    """``scripts/evaluate.py`` of the run's final checkpoint over ``episodes`` greedy games (after the timing, which
+    it does not count in); its summary lines into ``evaluate.txt``, or a line saying why there is none."""
+    runs = sorted(p.parent for p in (run_dir / "runs").glob("*/checkpoint.pt"))
+    if len(runs) != 1:
+        print(f"  no evaluation: {len(runs)} checkpoints under {run_dir / 'runs'}", flush=True)
+        return
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "evaluate.py"), str(runs[0]), "--episodes",
+                           str(episodes)], capture_output=True, text=True, cwd=run_dir)  # fmt: skip
+    lines = proc.stdout.strip().splitlines()[-3:]
+    if proc.returncode != 0 or not lines or not lines[-1].startswith("return:"):
+        why = (proc.stderr or proc.stdout).strip()[-500:]
+        print(f"  evaluation failed (exit {proc.returncode}): {why}", flush=True)
+        return
+    (run_dir / "evaluate.txt").write_text("\n".join(lines) + "\n")
+    print(f"  {lines[-1]} over {episodes} greedy games", flush=True)
+
+
+def greedy(seed_dir: Path) -> Optional[list[float]]:
+    """[mean, std] of the greedy games in ``seed_dir/evaluate.txt`` (``evaluate``'s, or written by hand from
+    ``evaluate.py``'s output), None without one."""
+    path = seed_dir / "evaluate.txt"
+    line = next((x for x in path.read_text().splitlines() if x.startswith("return:")), "") if path.exists() else ""
+    parts = line.replace("return:", "").replace("±", " ").split()
+    return [float(parts[0]), float(parts[1])] if len(parts) >= 2 else None
+
+
 def measure(system: str, run_dir: Path, start: float, threshold: float) -> dict:
     """The curve (wall s from the command's start, env steps, 20-episode mean) and the first time it reached."""
     if system == "rlfast":
@@ -173,8 +205,8 @@ def measure(system: str, run_dir: Path, start: float, threshold: float) -> dict:
 def report(args: Args, rows: list[dict], machine: str) -> str:
     _, _, threshold, env_id, recipe = DEMOS[args.demo]
     lines = [f"{env_id} to a {WINDOW}-episode mean of {threshold:g}, from the command's start; machine: {machine}",
-             "", "| system | seed | reached | minutes to it | steps to it | steps/s | best mean | command |",
-             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+             "", "| system | seed | reached | minutes to it | steps to it | steps/s | best mean | greedy games, final "
+             "policy | command |", "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in rows:
         reached = r["reached"]
         lines.append(" | ".join([
@@ -182,12 +214,16 @@ def report(args: Args, rows: list[dict], machine: str) -> str:
             f"{r['minutes']:.1f}" if reached else f"not in {min(r['wall_s'], r['cap_s']) / 60:.1f}",
             f"{r['steps']:,}" if reached else f"({r['last_step']:,} run)",
             f"{r['sps']:,.0f}" if r["sps"] else "-",
-            f"{r['best']:.1f}" if r["best"] is not None else "-", f"`{r['command']}` |"]))  # fmt: skip
+            f"{r['best']:.1f}" if r["best"] is not None else "-",
+            f"{r['greedy'][0]:.2f} ± {r['greedy'][1]:.2f}" if r.get("greedy") else "-",
+            f"`{r['command']}` |"]))  # fmt: skip
     for system in dict.fromkeys(r["system"] for r in rows):
         mine = [r for r in rows if r["system"] == system]
         hits = [r for r in mine if r["reached"]]
         median = f"median {statistics.median(r['minutes'] for r in hits):.1f} min" if len(hits) == len(mine) else ""
-        lines.append(f"| {system} | all | {len(hits)} of {len(mine)} | {median} | | | | |")
+        scored = [r["greedy"][0] for r in mine if r.get("greedy")]
+        held = f"{sum(g >= threshold for g in scored)} of {len(scored)} at {threshold:g} or more" if scored else ""
+        lines.append(f"| {system} | all | {len(hits)} of {len(mine)} | {median} | | | | {held} | |")
     if any(r["system"] == "rl_games" for r in rows):
         lines.append(f"\nrl_games: its {recipe} on CPU (benchmarks/peers/rlgames_demo.py lists what it changes).")
     return "\n".join(lines)
@@ -228,7 +264,7 @@ def saved_rows(folder: Path) -> list[dict]:
     """Every row measured in ``folder`` (``<system>_seed<N>/row.json``), whichever seeds and peer this call
     named: the folder is the record, so a call for one seed or without ``--peer`` keeps the others' rows.
     rlfast's first, then each peer's, by seed."""
-    rows = [json.loads(p.read_text()) for p in folder.glob("*_seed*/row.json")]
+    rows = [{**json.loads(p.read_text()), "greedy": greedy(p.parent)} for p in folder.glob("*_seed*/row.json")]
     return sorted(rows, key=lambda r: (r["system"] != "rlfast", r["system"], r["seed"]))
 
 
@@ -250,6 +286,8 @@ def main(args: Args) -> None:
             print(f"  {'reached' if r['reached'] else 'not reached'}"
                   + (f" in {r['minutes']:.2f} min at {r['steps']:,} steps" if r["reached"] else "")
                   + f"; {r['sps'] or 0:,.0f} steps/s", flush=True)  # fmt: skip
+            if system == "rlfast" and args.evaluate > 0:
+                evaluate(folder / f"{system}_seed{seed}", args.evaluate)
     rows = saved_rows(folder)
     table = report(args, rows, machine)
     (folder / "table.md").write_text(table + "\n")

@@ -25,7 +25,8 @@ def test_a_capped_run_is_stopped_and_counted_as_not_reached(load_bench, tmp_path
     bench = load_bench("bench_demo.py")
     preset = tmp_path / "tiny.toml"
     preset.write_text('num_envs = 2\nnum_steps = 16\ntotal_timesteps = 100000000\ntorch_threads = 1\n')
-    args = bench.Args(demo="pong", seeds=(3,), out=str(tmp_path / "out"), cap_minutes=0.3, preset=str(preset))
+    args = bench.Args(demo="pong", seeds=(3,), out=str(tmp_path / "out"), cap_minutes=0.3, preset=str(preset),
+                      evaluate=1)  # fmt: skip
     bench.main(args)
     folder = tmp_path / "out" / "pong"
     (row,) = json.loads((folder / "curves.json").read_text())["rows"]
@@ -34,7 +35,13 @@ def test_a_capped_run_is_stopped_and_counted_as_not_reached(load_bench, tmp_path
     assert "--seed 3 --target-return 18.0" in row["command"]
     assert list((folder / "rlfast_seed3" / "runs").glob("*/checkpoint.pt"))
     table = (folder / "table.md").read_text()
-    assert "| rlfast | 3 | no | not in 0." in table and "| rlfast | all | 0 of 1 |" in table
+    assert "| rlfast | 3 | no | not in 0." in table
+    # the final policy's greedy game (scripts/evaluate.py, after the timing): its score in the row, held or not
+    greedy = (folder / "rlfast_seed3" / "evaluate.txt").read_text().splitlines()
+    assert greedy[0].startswith("Pong-v5: ppo_atari.py checkpoint at step") and greedy[-1].startswith("return: ")
+    score = float(greedy[-1].split()[1])
+    assert -21 <= score <= 21 and f"| {score:.2f} ± 0.00 | `python scripts/ppo_atari.py" in table
+    assert "| rlfast | all | 0 of 1 |  | | | | 0 of 1 at 18 or more | |" in table
     assert (folder / "curves.png").stat().st_size > 0
     with pytest.raises(SystemExit, match="--demo must be one of"):
         bench.main(bench.Args(demo="breakout", out=str(tmp_path / "x")))
@@ -50,12 +57,18 @@ def test_the_report_keeps_every_row_measured_in_the_folder(load_bench, tmp_path)
                "sps": 6000.0, "best": 5100.0 if reached else 3400.0, "command": f"python x --seed {seed}",
                "curve": [[60.0, 100_000, 900.0], [300.0, 2_000_000, 5100.0 if reached else 3400.0]]}
         (folder / f"{system}_seed{seed}" / "row.json").write_text(json.dumps(row))
+    (folder / "rlfast_seed1" / "evaluate.txt").write_text("Ant-v5: ppo_continuous.py checkpoint at step 2,000,000, "
+                                                          "greedy policy\nepisodes: 10\nreturn: 5512.25 ± 40.50  "
+                                                          "(min 5400.0, max 5600.0)\n# a note\n")  # fmt: skip
     # a report for seed 2 without --peer: seed 1 and rl_games' row stay in the table and curves
     bench.main(bench.Args(demo="ant", seeds=(2,), out=str(tmp_path / "out"), report_only=True))
     rows = json.loads((folder / "curves.json").read_text())["rows"]
     assert [(r["system"], r["seed"]) for r in rows] == [("rlfast", 1), ("rlfast", 2), ("rl_games", 1)]
     table = (folder / "table.md").read_text()
-    assert "| rlfast | all | 2 of 2 | median 5.0 min |" in table and "| rl_games | all | 0 of 1 |" in table
+    assert "| rlfast | all | 2 of 2 | median 5.0 min | | | | 1 of 1 at 5000 or more | |" in table
+    assert "| rl_games | all | 0 of 1 |" in table
+    assert "| 5100.0 | 5512.25 ± 40.50 | `python x --seed 1` |" in table  # evaluate.txt read, by hand or not
+    assert "| 5100.0 | - | `python x --seed 2` |" in table  # none for seed 2
     assert "| rl_games | 1 | no | not in 12.0 | (4,000,000 run) |" in table
 
 
