@@ -15,7 +15,7 @@ import torch
 import rlfast
 from rlfast.algos.distributed import World
 from rlfast.algos.flags import Flags, bounded
-from rlfast.algos.speed import amx_bf16, native_bf16
+from rlfast.algos.speed import auto_bf16, native_bf16
 
 
 @dataclass
@@ -110,9 +110,9 @@ class CNNArgs(Flags):
     weights whose gradient stays 0 decay into that range, where each costs the CPU a microcode assist"""
     auto_speed: bool = True
     """Atari (Nature CNN) trainers on a CPU: also turn on what pays there and learns the same (docs/performance/
-    cpu.md): --channels-last, --flush-denormals, and --bf16 where the CPU runs bfloat16 on AMX tiles (with
-    AVX512-BF16 alone float32 measured faster). Turned off, only the options given apply (float32 NCHW without
-    any: CleanRL's numerics). No effect on CUDA"""
+    cpu.md): --channels-last, --flush-denormals, and --bf16 with AMX or with AVX512-BF16 on an AMD CPU (not on an
+    Intel CPU without AMX, where float32 measured faster). Turned off, only the options given apply (float32 NCHW
+    without any: CleanRL's numerics). No effect on CUDA"""
 
 
 RUN_COMPLETE = "iterations asked for; raise --total-timesteps to continue it"
@@ -176,14 +176,14 @@ def run_problems(
 
 def speed_options(args: Any, device: torch.device) -> dict[str, bool]:
     """The CNN speed options a run uses (``speed.set_speed``'s keywords): the flags given, and with
-    ``--auto-speed`` on a CPU channels-last, plus bfloat16 where the CPU runs it on AMX tiles (``amx_bf16``: with
-    AVX512-BF16 alone float32 measured faster); ``--bf16`` on a device without native bfloat16 (``native_bf16``)
+    ``--auto-speed`` on a CPU channels-last, plus bfloat16 where it pays (``auto_bf16``: with AMX, or AVX512-BF16 on
+    an AMD CPU; not on an Intel CPU without AMX); ``--bf16`` on a device without native bfloat16 (``native_bf16``)
     runs bfloat16's numerics in float32 (``FrameNet.round_bf16``)."""
     if not isinstance(args, CNNArgs):
         return {"channels_last": False, "bf16": False, "round_bf16": False}
     auto = args.auto_speed and device.type == "cpu"
     native = native_bf16(device)
-    bf16 = args.bf16 or (auto and amx_bf16(device))
+    bf16 = args.bf16 or (auto and auto_bf16(device))
     return {"channels_last": args.channels_last or auto, "bf16": bf16, "round_bf16": bf16 and not native}
 
 

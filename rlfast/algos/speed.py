@@ -35,15 +35,25 @@ def native_bf16(device: torch.device) -> bool:
     return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
 
 
-def amx_bf16(device: torch.device) -> bool:
-    """Whether ``device`` is a CPU whose oneDNN runs bfloat16 on AMX tiles: where ``--auto-speed`` takes bf16. With
-    AVX512-BF16 alone bf16 is native (``native_bf16``) but the CNNs' updates ran slower in it than in float32 on an
-    Intel Xeon without AMX (docs/performance/cpu.md#bfloat16), so there ``--auto-speed`` stays in float32."""
-    if device.type != "cpu" or not torch.backends.mkldnn.is_available():
+def auto_bf16(device: torch.device) -> bool:
+    """Whether ``--auto-speed`` takes bf16 on ``device``: a CPU whose oneDNN runs bfloat16 on AMX tiles, or an AMD
+    CPU with AVX512-BF16 (the demos' bf16 timings; float32 unmeasured there). Not an Intel CPU with AVX512-BF16
+    alone: there every CNN trainer ran slower in bf16 than in float32 (docs/performance/cpu.md#bfloat16)."""
+    if device.type != "cpu" or not native_bf16(device):
         return False
-    if _onednn_cap() in ONEDNN_CAPS_WITHOUT_AMX:
-        return False
-    return bool(torch.cpu._is_amx_tile_supported())
+    if _onednn_cap() not in ONEDNN_CAPS_WITHOUT_AMX and torch.cpu._is_amx_tile_supported():
+        return True
+    return cpu_vendor() == "AuthenticAMD"
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_vendor() -> str:
+    """The CPU's vendor as Linux names it (``GenuineIntel``, ``AuthenticAMD``), "" where /proc/cpuinfo says none."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("vendor_id")), "")
+    except OSError:
+        return ""
 
 
 def _onednn_cap() -> str:

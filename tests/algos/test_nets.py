@@ -12,7 +12,8 @@ import torch
 
 from rlfast.algos.nets import NatureCNNAgent
 
-from rlfast.algos.speed import FrameNet, amx_bf16, native_bf16, set_speed
+from rlfast.algos import speed
+from rlfast.algos.speed import FrameNet, auto_bf16, native_bf16, set_speed
 
 ROOT = Path(__file__).resolve().parents[2]
 BF16_PATHS = pytest.mark.parametrize("round_bf16", [False, True], ids=["autocast", "rounded"])
@@ -257,20 +258,29 @@ def test_native_bf16_is_off_under_a_onednn_cap_without_it(monkeypatch):
     assert native_bf16(torch.device("cpu")) == (has and torch.backends.mkldnn.is_available())
 
 
-def test_amx_bf16_follows_the_cpu_flags_and_the_onednn_cap(monkeypatch):
+def test_auto_bf16_takes_amx_or_amd_and_not_intel_without_amx(monkeypatch):
     monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
     monkeypatch.delenv("DNNL_MAX_CPU_ISA", raising=False)
-    flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else None
-    if flags is None:
-        pytest.skip("no /proc/cpuinfo to compare with")
-    has = " amx_tile" in flags and torch.backends.mkldnn.is_available()
-    assert amx_bf16(torch.device("cpu")) == has
-    assert amx_bf16(torch.device("meta")) is False and amx_bf16(torch.device("cuda")) is False
-    for cap in ("SSE41", "AVX512_CORE", "avx512_core_bf16", "AVX512_CORE_FP16"):  # below AMX: no tiles
-        monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", cap)
-        assert amx_bf16(torch.device("cpu")) is False
-    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_AMX")
-    assert amx_bf16(torch.device("cpu")) == has
+    cpu = torch.device("cpu")
+    assert auto_bf16(torch.device("meta")) is False and auto_bf16(torch.device("cuda")) is False
+    for native, amx, vendor, want in ((True, True, "GenuineIntel", True),  # AMX: bf16
+                                      (True, False, "GenuineIntel", False),  # AVX512-BF16 alone on Intel: float32
+                                      (True, False, "AuthenticAMD", True),  # AVX512-BF16 on AMD: bf16, as timed
+                                      (False, False, "AuthenticAMD", False),  # no native bf16: float32
+                                      (True, False, "", False)):  # fmt: skip
+        monkeypatch.setattr(speed, "native_bf16", lambda device, native=native: native)
+        monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda amx=amx: amx)
+        monkeypatch.setattr(speed, "cpu_vendor", lambda vendor=vendor: vendor)
+        assert auto_bf16(cpu) is want, (native, amx, vendor)
+        monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16")  # below AMX: the tiles are not used
+        assert auto_bf16(cpu) is (want and vendor == "AuthenticAMD"), (native, amx, vendor)
+        monkeypatch.delenv("ONEDNN_MAX_CPU_ISA")
+    monkeypatch.undo()
+    flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    vendor = next((x.split(":", 1)[1].strip() for x in flags.splitlines() if x.startswith("vendor_id")), "")
+    assert speed.cpu_vendor() == vendor
+    amx = " amx_tile" in flags and native_bf16(cpu)
+    assert auto_bf16(cpu) == (amx or (native_bf16(cpu) and vendor == "AuthenticAMD"))  # this machine
 
 
 def test_dqn_atari_q_network_takes_the_same_options():

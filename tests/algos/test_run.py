@@ -159,17 +159,17 @@ def test_bf16_without_native_support_says_it_rounds_in_float32(tmp_path, capsys)
     assert "--bf16" not in capsys.readouterr().out
 
 
-def test_auto_speed_picks_channels_last_and_amx_bf16_on_a_cpu_only(tmp_path, capsys, monkeypatch):
+def test_auto_speed_picks_channels_last_and_auto_bf16_on_a_cpu_only(tmp_path, capsys, monkeypatch):
     from rlfast.algos import runargs
     from rlfast.algos.nets import NatureCNNAgent
-    from rlfast.algos.speed import amx_bf16, native_bf16, set_speed
+    from rlfast.algos.speed import auto_bf16, native_bf16, set_speed
     from rlfast.algos.runargs import speed_options
 
-    cpu, native, amx = torch.device("cpu"), native_bf16(torch.device("cpu")), amx_bf16(torch.device("cpu"))
-    assert speed_options(Args(), cpu) == {"channels_last": True, "bf16": amx, "round_bf16": False}
-    for has_amx in (True, False):  # bf16 with AMX, float32 without it (AVX512-BF16 alone included)
-        monkeypatch.setattr(runargs, "amx_bf16", lambda device, has_amx=has_amx: has_amx)
-        assert speed_options(Args(), cpu)["bf16"] is has_amx
+    cpu, native, picked = torch.device("cpu"), native_bf16(torch.device("cpu")), auto_bf16(torch.device("cpu"))
+    assert speed_options(Args(), cpu) == {"channels_last": True, "bf16": picked, "round_bf16": False}
+    for pays in (True, False):  # bf16 where auto_bf16 says it pays (AMX; AMD with AVX512-BF16), else float32
+        monkeypatch.setattr(runargs, "auto_bf16", lambda device, pays=pays: pays)
+        assert speed_options(Args(), cpu)["bf16"] is pays
     monkeypatch.undo()
     off = {"channels_last": False, "bf16": False, "round_bf16": False}
     assert speed_options(Args(auto_speed=False), cpu) == off  # CleanRL's
@@ -186,8 +186,8 @@ def test_auto_speed_picks_channels_last_and_amx_bf16_on_a_cpu_only(tmp_path, cap
         return next(x for x in capsys.readouterr().out.splitlines() if x.startswith("run dir:"))
 
     run = make_run(tmp_path)
-    assert run.speed == {"channels_last": True, "bf16": amx, "round_bf16": False}
-    auto = "cnn: channels-last + bf16 (--auto-speed)" if amx else "cnn: channels-last (--auto-speed)"
+    assert run.speed == {"channels_last": True, "bf16": picked, "round_bf16": False}
+    auto = "cnn: channels-last + bf16 (--auto-speed)" if picked else "cnn: channels-last (--auto-speed)"
     assert run_dir_line(run).endswith(auto)
     forced = run_dir_line(make_run(tmp_path, bf16=True, auto_speed=False, exp_name="forced"))
     assert forced.endswith("cnn: bf16" if native else "cnn: bf16 (rounded in float32)")
