@@ -110,9 +110,9 @@ class CNNArgs(Flags):
     weights whose gradient stays 0 decay into that range, where each costs the CPU a microcode assist"""
     auto_speed: bool = True
     """Atari (Nature CNN) trainers on a CPU: also turn on what pays there and learns the same (docs/performance/
-    cpu.md): --channels-last, --flush-denormals, and --bf16 with AMX or with AVX512-BF16 on an AMD CPU (not on an
-    Intel CPU without AMX, where float32 measured faster). Turned off, only the options given apply (float32 NCHW
-    without any: CleanRL's numerics). No effect on CUDA"""
+    cpu.md): --channels-last, --flush-denormals, and --bf16 with AMX or with AVX512-BF16 on an AMD CPU (an Intel
+    CPU without AMX stays in float32). Turned off, only the options given apply (float32 NCHW without any:
+    CleanRL's numerics). No effect on CUDA"""
 
 
 RUN_COMPLETE = "iterations asked for; raise --total-timesteps to continue it"
