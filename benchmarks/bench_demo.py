@@ -50,6 +50,8 @@ DEMOS = {  # demo -> (trainer, preset, threshold, env id, rl_games' recipe)
     "ant": ("ppo_continuous.py", "configs/ant_cpu.toml", 5000.0, "Ant-v5", "mujoco/ant_envpool.yaml"),
 }
 WINDOW = 20
+EVAL_TIMEOUT_S = 1800
+"""the most one run's greedy evaluation may take (a few minutes for 10 Pong games on 2 cores)"""
 """episodes in the mean that must reach the threshold (rlfast's --target-return window; rl_games' is set to it)"""
 
 
@@ -162,8 +164,12 @@ def evaluate(run_dir: Path, episodes: int) -> None:
     if len(runs) != 1:
         print(f"  no evaluation: {len(runs)} checkpoints under {run_dir / 'runs'}", flush=True)
         return
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "evaluate.py"), str(runs[0]), "--episodes",
-                           str(episodes)], capture_output=True, text=True, cwd=run_dir)  # fmt: skip
+    try:
+        proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "evaluate.py"), str(runs[0]), "--episodes",
+                               str(episodes)], capture_output=True, text=True, cwd=run_dir, timeout=EVAL_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        print(f"  evaluation failed: not done in {EVAL_TIMEOUT_S} s", flush=True)
+        return
     lines = proc.stdout.strip().splitlines()[-3:]
     if proc.returncode != 0 or not lines or not lines[-1].startswith("return:"):
         why = (proc.stderr or proc.stdout).strip()[-500:]
