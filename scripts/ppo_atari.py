@@ -46,7 +46,7 @@ from rlfast.algos.ppo import (LOSS_NAMES, PPOArgs, PPOLoss, Rollout, adapt_lr, a
 from rlfast.algos.pixels import PixelEnvs
 from rlfast.algos.launch import launch
 from rlfast.algos.run import Run
-from rlfast.algos.runargs import OWN_FAMILIES, CNNArgs, RunArgs, usage_error
+from rlfast.algos.runargs import OWN_FAMILIES, CNNArgs, FrameNormArgs, RunArgs, usage_error
 
 SCRIPT = "ppo_atari.py"
 TRAIN_ENV_KWARGS = {"episodic_life": True, "reward_clip": True, "stack_num": 1}
@@ -56,7 +56,7 @@ EVAL_ENV_KWARGS = {"episodic_life": False, "reward_clip": False}
 
 
 @dataclass
-class Args(PPOArgs, CNNArgs, RunArgs):
+class Args(PPOArgs, CNNArgs, FrameNormArgs, RunArgs):
     """CleanRL's ppo_atari_envpool.py: PPOArgs' defaults (rlfast/algos/ppo.py) but for these."""
 
     exp_name: str = "ppo_atari"
@@ -79,10 +79,6 @@ class Args(PPOArgs, CNNArgs, RunArgs):
     cnn_width: float = bounded(1.0, low=0, low_open=True)
     """scale the Nature CNN's channels and hidden units (1: CleanRL's 32-64-64-512; 0.5: 16-32-32-256, about a
     third of the multiply-adds, for a CPU: configs/pong_cpu.toml)"""
-    normalize_frames: bool = False
-    """each pixel as (value - running mean) / running std, clipped to [-5, 5], instead of value / 255 (rl_games'
-    normalize_input: the static background goes to 0, the ball and paddles stand out); the statistics are the
-    newest frames' of each rollout, added after its update, so a rollout and its update see the same ones"""
     frame_size: int = bounded(84, low=36)
     """frames resized to this square (84: CleanRL's; 64: the CNN's last feature map 4x4 instead of 7x7, about
     half its multiply-adds); an env of your own must give frames of this size"""

@@ -35,7 +35,7 @@ from rlfast.algos.ppo import (LOSS_NAMES, PPOArgs, PPOLoss, Rollout, adapt_lr, a
 from rlfast.algos.pixels import PixelEnvs
 from rlfast.algos.launch import launch
 from rlfast.algos.run import Run
-from rlfast.algos.runargs import OWN_FAMILIES, CNNArgs, RunArgs, usage_error
+from rlfast.algos.runargs import OWN_FAMILIES, CNNArgs, FrameNormArgs, RunArgs, usage_error
 
 SCRIPT = "ppo_atari_lstm.py"
 TRAIN_ENV_KWARGS = {"episodic_life": True, "reward_clip": True, "stack_num": 1}
@@ -45,7 +45,7 @@ EVAL_ENV_KWARGS = {"episodic_life": False, "reward_clip": False}
 
 
 @dataclass
-class Args(PPOArgs, CNNArgs, RunArgs):
+class Args(PPOArgs, CNNArgs, FrameNormArgs, RunArgs):
     """CleanRL's ppo_atari_lstm.py: PPOArgs' defaults (rlfast/algos/ppo.py) but for these."""
 
     exp_name: str = "ppo_atari_lstm"
@@ -81,7 +81,8 @@ def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> nn.
     if tuple(obs_space.shape) != (args.stack, 84, 84):
         raise usage_error(f"{args.env_id} observations are {tuple(obs_space.shape)}; the Nature CNN needs "
                           f"({args.stack}, 84, 84) (grayscale 84x84 frames, {args.stack} stacked)")  # fmt: skip
-    return RecurrentNatureCNNAgent(args.stack, int(action_space.n), cell=args.recurrent)
+    return RecurrentNatureCNNAgent(args.stack, int(action_space.n), cell=args.recurrent,
+                                   normalize=args.normalize_frames)
 
 
 def minibatch_loss(agent: nn.Module, args: Args, mb: dict[str, torch.Tensor]) -> PPOLoss:
@@ -109,6 +110,8 @@ def update(agent: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable
                                   args.gae_lambda, *bootstrap)  # fmt: skip
     batch = rollout.batch(advantages, returns)
     batch["starts"] = torch.cat((memory["first_start"][None], rollout.dones[:-1].bool())).reshape(-1)
+    if args.normalize_frames:  # once for the epochs (the statistics change after the update)
+        batch["obs"] = agent.network.normalized(batch["obs"])
     units = B * world.world_size  # what is shuffled: envs
     size = units // args.num_minibatches
     stats = []
@@ -159,6 +162,8 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     rollout = Rollout(T, B, envs.observation_space.shape, obs_dtype=torch.uint8, device=device,
                       obs_memory_format=envs.memory_format)
     next_obs = envs.reset()
+    if args.normalize_frames and ckpt is None:  # the first rollout's statistics: the frames at the reset
+        agent.network.observe(next_obs, run.world.sum)
     next_done = torch.zeros(B, dtype=torch.bool, device=device)
     next_terminated = torch.zeros(B, dtype=torch.bool, device=device)  # the part of next_done that is no time limit
     # Each env's state before next_obs; the states at the rollout's start, and whether next_obs starts an episode.
@@ -186,6 +191,8 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
             with timer("train"):
                 scalars = update(agent, optimizer, loss_fn, rollout, memory, next_obs, next_done, next_terminated,
                                  args, run.world)  # fmt: skip
+                if args.normalize_frames:  # the next rollout and update normalize with these frames counted
+                    agent.network.observe(rollout.obs, run.world.sum)
             memory["first_start"].copy_(rollout.dones[-1])  # the next rollout's first obs follows this one's last
             run.end_iteration(args.batch_size, scalars, envs.episodes.table)
     return run.exit_code

@@ -227,11 +227,13 @@ class RecurrentPolicy:
 class RecurrentNatureCNNAgent(RecurrentPolicy, nn.Module):
     """CleanRL's ppo_atari_lstm network: the Nature CNN trunk, a recurrent core (an LSTM of 128 units, or a GRU)
     over its 512 features, and a linear actor and critic on the core's output (``RecurrentPolicy``'s methods).
-    Observations come time-major, [T * N, C, 84, 84] uint8."""
+    Observations come time-major, [T * N, C, 84, 84] uint8; ``normalize``: each pixel normalized by running
+    statistics instead of / 255 (``FrameNet.normalize``)."""
 
-    def __init__(self, in_channels: int, num_actions: int, cell: str = "lstm", hidden_size: int = 128) -> None:
+    def __init__(self, in_channels: int, num_actions: int, cell: str = "lstm", hidden_size: int = 128,
+                 normalize: bool = False) -> None:  # fmt: skip
         super().__init__()
-        self.network = nature_cnn(in_channels)
+        self.network = nature_cnn(in_channels, normalize=normalize)
         self.core = recurrent_core(cell, 512, hidden_size)
         self.actor = layer_init(nn.Linear(hidden_size, num_actions), std=0.01)
         self.critic = layer_init(nn.Linear(hidden_size, 1), std=1.0)
