@@ -348,6 +348,33 @@ def evaluate_twice(run):
 
 
 @pytest.fixture(scope="module")
+def normalized_frames_run(run):
+    """``normalized_frames_run(script, *args, cwd)``: ``script`` (a PPO Atari trainer) with ``args`` (2 envs x 16
+    steps on Pong-v5) and ``--normalize-frames`` for 64 steps, checked to keep per-pixel statistics of the newest
+    frames, from the reset's (2 envs) and each rollout's (2 x 16 per iteration), saved with the weights; evaluate.py
+    normalizes with them; ``--resume`` to 96 steps counts on from them."""
+
+    def check(script: str, *args: str, cwd: Path) -> None:
+        from rlfast.algos.checkpoint import load_checkpoint
+
+        proc = run(script, *args, "--total-timesteps", "64", "--normalize-frames", cwd=cwd)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        (run_dir,) = (cwd / "runs").iterdir()
+        weights = load_checkpoint(run_dir / "checkpoint.pt")["models"]["agent"]
+        assert weights["network.pixel_count"].item() == 2 + 2 * 32
+        mean, var = weights["network.pixel_mean"], weights["network.pixel_var"]
+        assert mean.shape == var.shape == (84, 84) and 0 < mean.mean() < 255
+        assert (var == 0).any() and (var > 0).any()  # the still border, and what moves (the paddles, the ball)
+        proc = run("evaluate.py", str(run_dir / "checkpoint.pt"), "--episodes", "1", cwd=run_dir)
+        assert proc.returncode == 0 and "greedy policy" in proc.stdout, proc.stdout + proc.stderr
+        proc = run(script, "--resume", str(run_dir / "checkpoint.pt"), "--total-timesteps", "96", cwd=cwd)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert load_checkpoint(run_dir / "checkpoint.pt")["models"]["agent"]["network.pixel_count"].item() == 2 + 3 * 32
+
+    return check
+
+
+@pytest.fixture(scope="module")
 def learning_run(run):
     """``learning_run(script, *args, **kwargs)``: ``run(script, *args, **kwargs)`` of a test that trains to a return,
     timed and checked to end with status 0; returns ``(last, mean_return, seconds)``: its last progress line, the

@@ -118,22 +118,9 @@ def test_env_groups_train_on_the_same_trajectories_as_one_pool(run, tmp_path):
     assert proc.returncode == 1 and "--env-groups 3 does not divide the 4 envs" in proc.stderr, proc.stderr
 
 
-def test_normalized_frames_keep_their_statistics_in_the_checkpoint(run, tmp_path):
-    """--normalize-frames: per-pixel statistics of the newest frames, from the reset's (2 envs) and each rollout's
-    (2 x 16 per iteration), saved with the weights; evaluate.py normalizes with them; --resume counts on."""
-    proc = run("ppo_atari.py", *TINY, "--total-timesteps", "64", "--normalize-frames", cwd=tmp_path)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    (run_dir,) = (tmp_path / "runs").iterdir()
-    weights = load_checkpoint(run_dir / "checkpoint.pt")["models"]["agent"]
-    assert weights["network.pixel_count"].item() == 2 + 2 * 32
-    mean, var = weights["network.pixel_mean"], weights["network.pixel_var"]
-    assert mean.shape == var.shape == (84, 84) and 0 < mean.mean() < 255
-    assert (var == 0).any() and (var > 0).any()  # the still border, and what moves (the paddles, the ball)
-    proc = run("evaluate.py", str(run_dir / "checkpoint.pt"), "--episodes", "1", cwd=run_dir)
-    assert proc.returncode == 0 and "greedy policy" in proc.stdout, proc.stdout + proc.stderr
-    proc = run("ppo_atari.py", "--resume", str(run_dir / "checkpoint.pt"), "--total-timesteps", "96", cwd=tmp_path)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert load_checkpoint(run_dir / "checkpoint.pt")["models"]["agent"]["network.pixel_count"].item() == 2 + 3 * 32
+def test_normalized_frames_keep_their_statistics_in_the_checkpoint(normalized_frames_run, tmp_path):
+    """--normalize-frames: its statistics counted, saved, evaluated and resumed (``normalized_frames_run``)."""
+    normalized_frames_run("ppo_atari.py", *TINY, cwd=tmp_path)
 
 
 def test_trains_and_evaluates_a_users_pixel_env(run, tmp_path, pixel_env):

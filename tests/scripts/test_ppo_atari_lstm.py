@@ -51,25 +51,10 @@ def test_a_checkpoint_of_ppo_atari_recurrent_goes_on_here(run, gru_run, tmp_path
     assert "Breakout-v5: ppo_atari.py checkpoint at step 64, sampled policy" in proc.stdout
 
 
-def test_normalized_frames_keep_their_statistics_in_the_checkpoint(run, tmp_path):
-    """--normalize-frames, as in ppo_atari.py: per-pixel statistics of the newest frames, from the reset's (2 envs)
-    and each rollout's (2 x 16 per iteration), saved with the weights; evaluate.py normalizes with them (one frame
-    per observation here); --resume counts on from them."""
-    tiny = [a if a != "Breakout-v5" else "Pong-v5" for a in TINY]
-    proc = run("ppo_atari_lstm.py", *tiny, "--total-timesteps", "64", "--normalize-frames", cwd=tmp_path)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    (run_dir,) = (tmp_path / "runs").iterdir()
-    weights = load_checkpoint(run_dir / "checkpoint.pt")["models"]["agent"]
-    assert weights["network.pixel_count"].item() == 2 + 2 * 32
-    mean, var = weights["network.pixel_mean"], weights["network.pixel_var"]
-    assert mean.shape == var.shape == (84, 84) and 0 < mean.mean() < 255
-    assert (var == 0).any() and (var > 0).any()  # the still border, and what moves (the paddles, the ball)
-    proc = run("evaluate.py", str(run_dir / "checkpoint.pt"), "--episodes", "1", cwd=run_dir)
-    assert proc.returncode == 0 and "greedy policy" in proc.stdout, proc.stdout + proc.stderr
-    proc = run("ppo_atari_lstm.py", "--resume", str(run_dir / "checkpoint.pt"), "--total-timesteps", "96",
-               cwd=tmp_path)  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert load_checkpoint(run_dir / "checkpoint.pt")["models"]["agent"]["network.pixel_count"].item() == 2 + 3 * 32
+def test_normalized_frames_keep_their_statistics_in_the_checkpoint(normalized_frames_run, tmp_path):
+    """--normalize-frames as in ppo_atari.py: its statistics counted, saved, evaluated (one frame per observation
+    here) and resumed (``normalized_frames_run``)."""
+    normalized_frames_run("ppo_atari_lstm.py", *[a if a != "Breakout-v5" else "Pong-v5" for a in TINY], cwd=tmp_path)
 
 
 def test_normalized_frames_change_what_the_network_sees(run, tmp_path):
