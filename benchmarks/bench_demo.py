@@ -50,9 +50,9 @@ DEMOS = {  # demo -> (trainer, preset, threshold, env id, rl_games' recipe)
     "ant": ("ppo_continuous.py", "configs/ant_cpu.toml", 5000.0, "Ant-v5", "mujoco/ant_envpool.yaml"),
 }
 WINDOW = 20
+"""episodes in the mean that must reach the threshold (rlfast's --target-return window; rl_games' is set to it)"""
 EVAL_TIMEOUT_S = 1800
 """the most one run's greedy evaluation may take (a few minutes for 10 Pong games on 2 cores)"""
-"""episodes in the mean that must reach the threshold (rlfast's --target-return window; rl_games' is set to it)"""
 
 
 @dataclass

@@ -59,8 +59,8 @@ def test_normalized_frames_keep_their_statistics_in_the_checkpoint(normalized_fr
 
 def test_normalized_frames_change_what_the_network_sees(run, tmp_path):
     """The same seed twice without --normalize-frames and once with it: one iteration's update gives the first
-    layer the same weights twice (the run repeats itself) and other ones with the flag, so the flag reaches the
-    update and not only the checkpoint."""
+    layer the same weights twice (the run repeats itself) and other ones with the flag, so the flag changes what
+    the run trains on and not only what the checkpoint holds."""
     firsts = []
     for name, extra in (("a", []), ("b", []), ("n", ["--normalize-frames"])):
         proc = run("ppo_atari_lstm.py", *TINY, "--total-timesteps", "32", "--exp-name", name, *extra, cwd=tmp_path)
