@@ -24,8 +24,12 @@ its AVX-512/BF16/AMX flags); ``curves.json`` and ``curves.png`` (the 20-episode 
 against env steps, both systems). A run that has not reached the threshold after ``--cap-minutes`` is stopped
 (Ctrl-C: it saves its checkpoint) and counted as not reached, with its best mean. Ctrl-C or SIGTERM to this
 benchmark stops the run the same way, then the benchmark (the seeds measured so far keep their rows).
-After its timing each rlfast run's final policy plays ``--evaluate`` greedy games (``scripts/evaluate.py``, the
-issue's second criterion): their mean and spread go in the table, and how many seeds hold the threshold there.
+After its timing each rlfast run's final policy plays ``--evaluate`` games (``scripts/evaluate.py``, the issue's
+second criterion) twice: greedy (the argmax action) and sampled from the policy (``--sample``, as CleanRL's
+``ppo_eval.py`` plays PPO's policies). Their means and spreads go in the table, and how many seeds hold the
+threshold each way. Both are kept because on a deterministic game (Pong-v5 here has no sticky actions) the greedy
+policy replays the same exchange after each point, so each greedy game tends to be all won or all lost;
+``--evaluate-missing`` adds what a row in OUT lacks of the two.
 """
 
 import json
@@ -52,7 +56,10 @@ DEMOS = {  # demo -> (trainer, preset, threshold, env id, rl_games' recipe)
 WINDOW = 20
 """episodes in the mean that must reach the threshold (rlfast's --target-return window; rl_games' is set to it)"""
 EVAL_TIMEOUT_S = 1800
-"""the most one run's greedy evaluation may take (a few minutes for 10 Pong games on 2 cores)"""
+"""the most one evaluation of a run may take (a few minutes for 10 Pong games on 2 cores)"""
+EVALUATIONS = {"greedy": ("evaluate.txt", ()), "sampled": ("evaluate_sampled.txt", ("--sample",))}
+"""how the final policy plays its games -> (the file in OUT/<demo>/rlfast_seed<N>/ with evaluate.py's summary,
+evaluate.py's flags for it)"""
 
 
 @dataclass
@@ -71,8 +78,11 @@ class Args:
     preset: Optional[str] = None
     """another rlfast preset than the demo's (to compare presets)"""
     evaluate: int = 10
-    """games of scripts/evaluate.py (greedy) on each rlfast run's final checkpoint once its timing ends (0: none):
-    the score goes in the table and in OUT/<demo>/rlfast_seed<N>/evaluate.txt"""
+    """games of scripts/evaluate.py on each rlfast run's final checkpoint once its timing ends, greedy and then
+    sampled (0: none): the scores go in the table and in OUT/<demo>/rlfast_seed<N>/evaluate.txt and
+    evaluate_sampled.txt"""
+    evaluate_missing: bool = False
+    """run no seed; evaluate each rlfast row in OUT whose greedy or sampled games are missing, then report"""
     report_only: bool = False
 
 
@@ -157,32 +167,36 @@ def run_one(system: str, args: Args, seed: int, folder: Path) -> dict:
     return row
 
 
-def evaluate(run_dir: Path, episodes: int) -> None:
-    """``scripts/evaluate.py`` of the run's final checkpoint over ``episodes`` greedy games (after the timing, which
-    it does not count in); its summary lines into ``evaluate.txt``, or a line saying why there is none."""
+def evaluate(run_dir: Path, episodes: int, mode: str) -> None:
+    """``scripts/evaluate.py`` of the run's final checkpoint over ``episodes`` games played ``mode`` (greedy or
+    sampled, after the timing, which it does not count in); its summary lines into the mode's file
+    (``EVALUATIONS``), or a line saying why there is none."""
+    name, flags = EVALUATIONS[mode]
     runs = sorted(p.parent for p in (run_dir / "runs").glob("*/checkpoint.pt"))
     if len(runs) != 1:
-        print(f"  no evaluation: {len(runs)} checkpoints under {run_dir / 'runs'}", flush=True)
+        print(f"  no {mode} evaluation: {len(runs)} checkpoints under {run_dir / 'runs'}", flush=True)
         return
     try:
         proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "evaluate.py"), str(runs[0]), "--episodes",
-                               str(episodes)], capture_output=True, text=True, cwd=run_dir, timeout=EVAL_TIMEOUT_S)
+                               str(episodes), "--per-episode", *flags], capture_output=True, text=True, cwd=run_dir,
+                              timeout=EVAL_TIMEOUT_S)  # fmt: skip
     except subprocess.TimeoutExpired:
-        print(f"  evaluation failed: not done in {EVAL_TIMEOUT_S} s", flush=True)
+        print(f"  {mode} evaluation failed: not done in {EVAL_TIMEOUT_S} s", flush=True)
         return
-    lines = proc.stdout.strip().splitlines()[-3:]
-    if proc.returncode != 0 or not lines or not lines[-1].startswith("return:"):
+    lines = proc.stdout.strip().splitlines()
+    summary = next((x for x in lines if x.startswith("return:")), None)
+    if proc.returncode != 0 or summary is None:
         why = (proc.stderr or proc.stdout).strip()[-500:]
-        print(f"  evaluation failed (exit {proc.returncode}): {why}", flush=True)
+        print(f"  {mode} evaluation failed (exit {proc.returncode}): {why}", flush=True)
         return
-    (run_dir / "evaluate.txt").write_text("\n".join(lines) + "\n")
-    print(f"  {lines[-1]} over {episodes} greedy games", flush=True)
+    (run_dir / name).write_text("\n".join(lines) + "\n")
+    print(f"  {summary} over {episodes} {mode} games", flush=True)
 
 
-def greedy(seed_dir: Path) -> Optional[list[float]]:
-    """[mean, std] of the greedy games in ``seed_dir/evaluate.txt`` (``evaluate``'s, or written by hand from
-    ``evaluate.py``'s output), None without one."""
-    path = seed_dir / "evaluate.txt"
+def scores(seed_dir: Path, mode: str) -> Optional[list[float]]:
+    """[mean, std] of the games played ``mode`` in the mode's file in ``seed_dir`` (``evaluate``'s, or written by
+    hand from ``evaluate.py``'s output), None without one."""
+    path = seed_dir / EVALUATIONS[mode][0]
     line = next((x for x in path.read_text().splitlines() if x.startswith("return:")), "") if path.exists() else ""
     parts = line.replace("return:", "").replace("±", " ").split()
     return [float(parts[0]), float(parts[1])] if len(parts) >= 2 else None
@@ -211,8 +225,8 @@ def measure(system: str, run_dir: Path, start: float, threshold: float) -> dict:
 def report(args: Args, rows: list[dict], machine: str) -> str:
     _, _, threshold, env_id, recipe = DEMOS[args.demo]
     lines = [f"{env_id} to a {WINDOW}-episode mean of {threshold:g}, from the command's start; machine: {machine}",
-             "", "| system | seed | reached | minutes to it | steps to it | steps/s | best mean | greedy games, final "
-             "policy | command |", "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+             "", "| system | seed | reached | minutes to it | steps to it | steps/s | best mean | final policy's "
+             "games: greedy | sampled | command |", "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in rows:
         reached = r["reached"]
         lines.append(" | ".join([
@@ -221,15 +235,18 @@ def report(args: Args, rows: list[dict], machine: str) -> str:
             f"{r['steps']:,}" if reached else f"({r['last_step']:,} run)",
             f"{r['sps']:,.0f}" if r["sps"] else "-",
             f"{r['best']:.1f}" if r["best"] is not None else "-",
-            f"{r['greedy'][0]:.2f} ± {r['greedy'][1]:.2f}" if r.get("greedy") else "-",
+            *(f"{r[mode][0]:.2f} ± {r[mode][1]:.2f}" if r.get(mode) else "-" for mode in EVALUATIONS),
             f"`{r['command']}` |"]))  # fmt: skip
     for system in dict.fromkeys(r["system"] for r in rows):
         mine = [r for r in rows if r["system"] == system]
         hits = [r for r in mine if r["reached"]]
         median = f"median {statistics.median(r['minutes'] for r in hits):.1f} min" if len(hits) == len(mine) else ""
-        scored = [r["greedy"][0] for r in mine if r.get("greedy")]
-        held = f"{sum(g >= threshold for g in scored)} of {len(scored)} at {threshold:g} or more" if scored else ""
-        lines.append(f"| {system} | all | {len(hits)} of {len(mine)} | {median} | | | | {held} | |")
+        held = []
+        for mode in EVALUATIONS:
+            scored = [r[mode][0] for r in mine if r.get(mode)]
+            held.append(f"{sum(g >= threshold for g in scored)} of {len(scored)} at {threshold:g} or more"
+                        if scored else "")  # fmt: skip
+        lines.append(f"| {system} | all | {len(hits)} of {len(mine)} | {median} | | | | {' | '.join(held)} | |")
     if any(r["system"] == "rl_games" for r in rows):
         lines.append(f"\nrl_games: its {recipe} on CPU (benchmarks/peers/rlgames_demo.py lists what it changes).")
     return "\n".join(lines)
@@ -270,7 +287,8 @@ def saved_rows(folder: Path) -> list[dict]:
     """Every row measured in ``folder`` (``<system>_seed<N>/row.json``), whichever seeds and peer this call
     named: the folder is the record, so a call for one seed or without ``--peer`` keeps the others' rows.
     rlfast's first, then each peer's, by seed."""
-    rows = [{**json.loads(p.read_text()), "greedy": greedy(p.parent)} for p in folder.glob("*_seed*/row.json")]
+    rows = [{**json.loads(p.read_text()), **{mode: scores(p.parent, mode) for mode in EVALUATIONS}}
+            for p in folder.glob("*_seed*/row.json")]  # fmt: skip
     return sorted(rows, key=lambda r: (r["system"] != "rlfast", r["system"], r["seed"]))
 
 
@@ -283,7 +301,7 @@ def main(args: Args) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     machine = cpu()
     systems = ["rlfast"] + ([args.peer] if args.peer else [])
-    for seed in [] if args.report_only else args.seeds:
+    for seed in [] if args.report_only or args.evaluate_missing else args.seeds:
         for system in systems:
             if (folder / f"{system}_seed{seed}" / "row.json").exists():
                 continue
@@ -293,7 +311,13 @@ def main(args: Args) -> None:
                   + (f" in {r['minutes']:.2f} min at {r['steps']:,} steps" if r["reached"] else "")
                   + f"; {r['sps'] or 0:,.0f} steps/s", flush=True)  # fmt: skip
             if system == "rlfast" and args.evaluate > 0:
-                evaluate(folder / f"{system}_seed{seed}", args.evaluate)
+                for mode in EVALUATIONS:
+                    evaluate(folder / f"{system}_seed{seed}", args.evaluate, mode)
+    if args.evaluate_missing and args.evaluate > 0:
+        for seed_dir in sorted(p.parent for p in folder.glob("rlfast_seed*/row.json")):
+            for mode in [m for m in EVALUATIONS if scores(seed_dir, m) is None]:
+                print(f"{seed_dir.name}: {mode} evaluation", flush=True)
+                evaluate(seed_dir, args.evaluate, mode)
     rows = saved_rows(folder)
     table = report(args, rows, machine)
     (folder / "table.md").write_text(table + "\n")

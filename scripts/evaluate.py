@@ -46,6 +46,8 @@ class Args:
     """number of episodes (one per env, all run in parallel)"""
     sample: bool = False
     """sample actions from the policy instead of taking the greedy (argmax / mean) action"""
+    per_episode: bool = False
+    """also print each episode's return and length, in the envs' order"""
     seed: int = 12345
     """seed of the evaluation envs and of action sampling (distinct from training seeds)"""
     env_id: Optional[str] = None
@@ -156,6 +158,9 @@ def main(args: Args) -> int:
     print(f"{env_id}: {ckpt['script']} checkpoint at step {ckpt['global_step']:,}, {policy} policy{member}")
     print(f"episodes: {len(returns)}  mean length: {lengths.mean():.1f}  ({seconds:.1f} s)")
     print(f"return: {returns.mean():.2f} ± {returns.std():.2f}  (min {returns.min():.1f}, max {returns.max():.1f})")
+    if args.per_episode:
+        print("returns:", " ".join(f"{r:g}" for r in returns))
+        print("lengths:", " ".join(str(n) for n in lengths))
     if videos is not None:
         for path, frames in zip(videos.paths, videos.frames):
             print(f"video: {path} ({frames} frames)")

@@ -36,12 +36,24 @@ def test_a_capped_run_is_stopped_and_counted_as_not_reached(load_bench, tmp_path
     assert list((folder / "rlfast_seed3" / "runs").glob("*/checkpoint.pt"))
     table = (folder / "table.md").read_text()
     assert "| rlfast | 3 | no | not in 0." in table
-    # the final policy's greedy game (scripts/evaluate.py, after the timing): its score in the row, held or not
-    greedy = (folder / "rlfast_seed3" / "evaluate.txt").read_text().splitlines()
-    assert greedy[0].startswith("Pong-v5: ppo_atari.py checkpoint at step") and greedy[-1].startswith("return: ")
-    score = float(greedy[-1].split()[1])
-    assert -21 <= score <= 21 and f"| {score:.2f} ± 0.00 | `python scripts/ppo_atari.py" in table
-    assert "| rlfast | all | 0 of 1 |  | | | | 0 of 1 at 18 or more | |" in table
+    # the final policy's games (scripts/evaluate.py, after the timing), greedy and sampled: their scores in the row
+    scores = []
+    for name, policy in (("evaluate.txt", "greedy"), ("evaluate_sampled.txt", "sampled")):
+        lines = (folder / "rlfast_seed3" / name).read_text().splitlines()
+        assert lines[0].startswith("Pong-v5: ppo_atari.py checkpoint at step") and lines[0].endswith(f"{policy} policy")
+        summary = next(line for line in lines if line.startswith("return: "))
+        score = float(summary.split()[1])
+        assert -21 <= score <= 21 and f"returns: {score:g}" in lines  # one game: --per-episode's line is the mean
+        scores.append(score)
+    assert f"| {scores[0]:.2f} ± 0.00 | {scores[1]:.2f} ± 0.00 | `python scripts/ppo_atari.py" in table
+    assert "| rlfast | all | 0 of 1 |  | | | | 0 of 1 at 18 or more | 0 of 1 at 18 or more | |" in table
+    # --evaluate-missing plays only what a row lacks, and runs no seed
+    (folder / "rlfast_seed3" / "evaluate_sampled.txt").unlink()
+    greedy_before = (folder / "rlfast_seed3" / "evaluate.txt").read_text()
+    bench.main(bench.Args(demo="pong", seeds=(4,), out=str(tmp_path / "out"), evaluate=1, evaluate_missing=True))
+    assert (folder / "rlfast_seed3" / "evaluate.txt").read_text() == greedy_before
+    assert (folder / "rlfast_seed3" / "evaluate_sampled.txt").read_text().splitlines()[0].endswith("sampled policy")
+    assert not (folder / "rlfast_seed4").exists()
     assert (folder / "curves.png").stat().st_size > 0
     with pytest.raises(SystemExit, match="--demo must be one of"):
         bench.main(bench.Args(demo="breakout", out=str(tmp_path / "x")))
@@ -65,10 +77,10 @@ def test_the_report_keeps_every_row_measured_in_the_folder(load_bench, tmp_path)
     rows = json.loads((folder / "curves.json").read_text())["rows"]
     assert [(r["system"], r["seed"]) for r in rows] == [("rlfast", 1), ("rlfast", 2), ("rl_games", 1)]
     table = (folder / "table.md").read_text()
-    assert "| rlfast | all | 2 of 2 | median 5.0 min | | | | 1 of 1 at 5000 or more | |" in table
+    assert "| rlfast | all | 2 of 2 | median 5.0 min | | | | 1 of 1 at 5000 or more |  | |" in table
     assert "| rl_games | all | 0 of 1 |" in table
-    assert "| 5100.0 | 5512.25 ± 40.50 | `python x --seed 1` |" in table  # evaluate.txt read, by hand or not
-    assert "| 5100.0 | - | `python x --seed 2` |" in table  # none for seed 2
+    assert "| 5100.0 | 5512.25 ± 40.50 | - | `python x --seed 1` |" in table  # evaluate.txt read, by hand or not
+    assert "| 5100.0 | - | - | `python x --seed 2` |" in table  # none for seed 2
     assert "| rl_games | 1 | no | not in 12.0 | (4,000,000 run) |" in table
 
 

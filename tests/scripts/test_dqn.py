@@ -58,8 +58,14 @@ def test_evaluate_greedy_and_epsilon(run, smoke_run):
     assert proc.returncode == 0 and "CartPole-v1: dqn.py checkpoint at step 1,000, greedy policy" in proc.stdout, (
         proc.stdout + proc.stderr
     )
-    proc = run("evaluate.py", str(run_dir), "--episodes", "3", "--sample", cwd=run_dir)
+    proc = run("evaluate.py", str(run_dir), "--episodes", "3", "--sample", "--per-episode", cwd=run_dir)
     assert proc.returncode == 0 and "sampled policy" in proc.stdout, proc.stderr
+    # --per-episode: each episode's return and length, which the summary lines are made of
+    lines = dict(line.split(": ", 1) for line in proc.stdout.splitlines() if line.startswith(("returns:", "lengths:")))
+    returns, lengths = [float(x) for x in lines["returns"].split()], [int(x) for x in lines["lengths"].split()]
+    assert len(returns) == len(lengths) == 3 and returns == [float(n) for n in lengths]  # CartPole: 1 a step
+    assert f"return: {sum(returns) / 3:.2f} ± " in proc.stdout
+    assert f"mean length: {sum(lengths) / 3:.1f}" in proc.stdout
 
 
 def test_resume_continues_the_count(run, smoke_run, tmp_path):
