@@ -58,7 +58,7 @@ WINDOW = 20
 EVAL_TIMEOUT_S = 1800
 """the most one evaluation of a run may take (a few minutes for 10 Pong games on 2 cores)"""
 EVALUATIONS = {"greedy": ("evaluate.txt", ()), "sampled": ("evaluate_sampled.txt", ("--sample",))}
-"""how the final policy plays its games -> (the file in OUT/<demo>/rlfast_seed<N>/ with evaluate.py's summary,
+"""how the final policy plays its games -> (the file in OUT/<demo>/rlfast_seed<N>/ with evaluate.py's output,
 evaluate.py's flags for it)"""
 
 
@@ -169,8 +169,8 @@ def run_one(system: str, args: Args, seed: int, folder: Path) -> dict:
 
 def evaluate(run_dir: Path, episodes: int, mode: str) -> None:
     """``scripts/evaluate.py`` of the run's final checkpoint over ``episodes`` games played ``mode`` (greedy or
-    sampled, after the timing, which it does not count in); its summary lines into the mode's file
-    (``EVALUATIONS``), or a line saying why there is none."""
+    sampled, after the timing, which it does not count in); its output (the summary, each game's return and length)
+    into the mode's file (``EVALUATIONS``), or a line saying why there is none."""
     name, flags = EVALUATIONS[mode]
     runs = sorted(p.parent for p in (run_dir / "runs").glob("*/checkpoint.pt"))
     if len(runs) != 1:
