@@ -295,6 +295,9 @@ def saved_rows(folder: Path) -> list[dict]:
 def main(args: Args) -> None:
     if args.demo not in DEMOS:
         raise SystemExit(f"--demo must be one of {sorted(DEMOS)}, got {args.demo!r}")
+    if args.evaluate_missing and args.evaluate < 1:
+        raise SystemExit(f"--evaluate-missing plays --evaluate games a row lacks: --evaluate must be >= 1, got "
+                         f"{args.evaluate}")  # fmt: skip
     if args.peer not in (None, "rl_games"):
         raise SystemExit(f"--peer must be rl_games, got {args.peer!r}")
     folder = ROOT / args.out / args.demo if not Path(args.out).is_absolute() else Path(args.out) / args.demo
@@ -313,7 +316,7 @@ def main(args: Args) -> None:
             if system == "rlfast" and args.evaluate > 0:
                 for mode in EVALUATIONS:
                     evaluate(folder / f"{system}_seed{seed}", args.evaluate, mode)
-    if args.evaluate_missing and args.evaluate > 0:
+    if args.evaluate_missing:
         for seed_dir in sorted(p.parent for p in folder.glob("rlfast_seed*/row.json")):
             for mode in [m for m in EVALUATIONS if scores(seed_dir, m) is None]:
                 print(f"{seed_dir.name}: {mode} evaluation", flush=True)

@@ -54,6 +54,8 @@ def test_a_capped_run_is_stopped_and_counted_as_not_reached(load_bench, tmp_path
     assert (folder / "rlfast_seed3" / "evaluate.txt").read_text() == greedy_before
     assert (folder / "rlfast_seed3" / "evaluate_sampled.txt").read_text().splitlines()[0].endswith("sampled policy")
     assert not (folder / "rlfast_seed4").exists()
+    with pytest.raises(SystemExit, match="--evaluate must be >= 1, got 0"):
+        bench.main(bench.Args(demo="pong", out=str(tmp_path / "out"), evaluate=0, evaluate_missing=True))
     assert (folder / "curves.png").stat().st_size > 0
     with pytest.raises(SystemExit, match="--demo must be one of"):
         bench.main(bench.Args(demo="breakout", out=str(tmp_path / "x")))
