@@ -57,7 +57,7 @@ from rlfast.algos.ppo import LOSS_NAMES, PPOLoss, adapt_lr
 from rlfast.algos.launch import launch
 from rlfast.algos.pbt import PBTArgs, Population, Step, adopt, tuned, with_hparams
 from rlfast.algos.run import Run
-from rlfast.algos.runargs import CNNArgs, RunArgs, usage_error, vector_obs_size
+from rlfast.algos.runargs import CNNArgs, FrameNormArgs, RunArgs, usage_error, vector_obs_size
 from rlfast.algos.appo_sampler import PublishedWeights, Sampler
 from rlfast.algos.appo_trajectories import Trajectories
 
@@ -69,7 +69,7 @@ ATARI_EVAL_ENV_KWARGS = {"episodic_life": False, "reward_clip": False}
 
 
 @dataclass
-class Args(APPOArgs, PBTArgs, CNNArgs, RunArgs):
+class Args(APPOArgs, PBTArgs, CNNArgs, FrameNormArgs, RunArgs):
     """APPOArgs' defaults (rlfast/algos/appo.py) on Pong-v5."""
 
     exp_name: str = "appo"
@@ -97,7 +97,12 @@ class Args(APPOArgs, PBTArgs, CNNArgs, RunArgs):
 def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> torch.nn.Module:
     """The network for these spaces: the Nature CNN for stacked 84x84 uint8 frames, Sample Factory's convnet_simple
     for a Dict of frames and a vector (``dict_layout``), each with ``--recurrent``'s core if set, else the 64-64
-    tanh MLP (scripts/evaluate.py rebuilds it from a checkpoint with this)."""
+    tanh MLP (scripts/evaluate.py rebuilds it from a checkpoint with this). ``--normalize-frames``: the Nature
+    CNN's only."""
+    nature = isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 3
+    if args.normalize_frames and not nature:
+        raise usage_error(f"--normalize-frames normalizes the Nature CNN's stacked frames; {args.env_id} observations "
+                          f"are {_describe(obs_space)}")  # fmt: skip
     if isinstance(obs_space, gym.spaces.Dict):  # convnet_simple: Discrete or MultiDiscrete actions
         frames, vector = dict_layout(args.env_id, obs_space)
         if isinstance(action_space, gym.spaces.MultiDiscrete) and action_space.nvec.ndim == 1:
@@ -114,18 +119,26 @@ def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> tor
         return ConvSimpleAgent(tuple(obs_space[frames].shape), actions, size, frames, vector or "")
     if not isinstance(action_space, gym.spaces.Discrete):
         raise usage_error(f"{args.env_id} has a {type(action_space).__name__} action space; appo.py needs Discrete")
-    if isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 3:
+    if nature:
         if tuple(obs_space.shape[1:]) != (84, 84) or obs_space.dtype != np.uint8:
             raise usage_error(f"{args.env_id} observations are {tuple(obs_space.shape)} {obs_space.dtype}; the Nature "
                               "CNN needs uint8 frames of shape (C, 84, 84)")  # fmt: skip
         if args.recurrent != "none":
-            return RecurrentNatureCNNAgent(obs_space.shape[0], int(action_space.n), cell=args.recurrent)
-        return NatureCNNAgent(obs_space.shape[0], int(action_space.n))
+            return RecurrentNatureCNNAgent(obs_space.shape[0], int(action_space.n), cell=args.recurrent,
+                                           normalize=args.normalize_frames)  # fmt: skip
+        return NatureCNNAgent(obs_space.shape[0], int(action_space.n), normalize=args.normalize_frames)
     size = vector_obs_size(SCRIPT, args.env_id, obs_space)  # a usage error unless a Box (a Dict, a Discrete)
     if args.recurrent != "none":
         raise usage_error(f"--recurrent {args.recurrent} has a CNN encoder: it needs stacked frames, and {args.env_id} "
                           f"observations are {tuple(obs_space.shape)}")  # fmt: skip
     return MLPAgent(size, int(action_space.n))
+
+
+def _describe(space: gym.Space) -> str:
+    """A space's shape for a message: a Dict's keys and shapes, else its shape."""
+    if isinstance(space, gym.spaces.Dict):
+        return "a Dict of " + ", ".join(f"{k}: {getattr(s, 'shape', s)}" for k, s in space.spaces.items())
+    return str(tuple(getattr(space, "shape", ())))
 
 
 def dict_layout(env_id: str, space: gym.spaces.Dict) -> tuple[str, Optional[str]]:
@@ -237,6 +250,8 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
                 with timer("wait"):
                     batch = sampler.next_batch()
                 with timer("train"):
+                    if m.args.normalize_frames:  # the batch's frames counted, then learned from and published
+                        m.agent.network.observe(batch.obs[:, :-1])
                     m.version, learned = update(m.agent, m.optimizer, loss_fn, batch, m.args, sampler.weights,
                                                 m.version, m.generator)  # fmt: skip
                 sampler.release(batch)

@@ -53,10 +53,10 @@ class PublishedWeights:
     def publish(self, agent: nn.Module, version: int, end_of_batch: bool) -> None:
         """The learner's weights after ``version`` SGD steps (immediate mode: after every step; alternating:
         at each batch's end)."""
-        params = [p.detach() for p in agent.parameters()]
+        params = _state(agent)
         if not self.alternating:
             with self.lock:
-                torch._foreach_copy_(list(self.acting.parameters()), params)
+                torch._foreach_copy_(_state(self.acting), params)
                 self.version = version
         elif end_of_batch:
             _put(self._snapshots, (version, [p.clone() for p in params]), self._stop)
@@ -67,8 +67,13 @@ class PublishedWeights:
         if self.alternating and self._rollouts > 2:
             version, params = _get(self._snapshots, self._stop)
             with self.lock:
-                torch._foreach_copy_(list(self.acting.parameters()), params)
+                torch._foreach_copy_(_state(self.acting), params)
                 self.version = version
+
+
+def _state(agent: nn.Module) -> list[torch.Tensor]:
+    """What a published policy copies: the weights, then the buffers (--normalize-frames' pixel statistics)."""
+    return [p.detach() for p in agent.parameters()] + list(agent.buffers())
 
 
 class Stopped(Exception):

@@ -178,8 +178,10 @@ class FrameNet(nn.Sequential):
         self.fp32_tail = fp32_tail
         self.normalizes = pixel_stats is not None
         if pixel_stats is not None:  # buffers: in the state_dict (checkpoints, evaluation) only when on
+            # Before any frame is observed: mean 0 and std 255, so frames are scaled as without normalizing
+            # (x / 255; what an asynchronous sampler acts on before the learner's first batch, appo.py).
             self.register_buffer("pixel_mean", torch.zeros(pixel_stats, dtype=torch.float64))
-            self.register_buffer("pixel_var", torch.ones(pixel_stats, dtype=torch.float64))
+            self.register_buffer("pixel_var", torch.full(pixel_stats, 255.0**2 - 1e-5, dtype=torch.float64))
             self.register_buffer("pixel_count", torch.zeros((), dtype=torch.float64))
 
     def normalize(self, x: torch.Tensor, dtype: torch.dtype = torch.float32,

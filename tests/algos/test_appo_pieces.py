@@ -12,7 +12,7 @@ import torch
 
 import rlfast
 from rlfast.algos.appo import APPOArgs, appo_loss, taken_logprobs, update_kl
-from rlfast.algos.nets import MLPAgent
+from rlfast.algos.nets import MLPAgent, NatureCNNAgent
 from rlfast.algos.runargs import RunArgs
 from rlfast.algos.episodes import Episodes
 from rlfast.algos.appo_sampler import PublishedWeights, Sampler, Stopped
@@ -103,6 +103,24 @@ def test_weights_immediate_and_alternating():
     stop.set()
     with pytest.raises(Stopped):
         w.start_rollout()  # nothing published: a stopping run does not wait forever
+
+
+@pytest.mark.parametrize("alternating", [False, True])
+def test_published_weights_carry_the_pixel_statistics(alternating):
+    """--normalize-frames: the sampler's copy gets the learner's per-pixel statistics (buffers) with its weights, so
+    it normalizes the frames it acts on as the learner does."""
+    agent = NatureCNNAgent(4, 6, normalize=True)
+    w = PublishedWeights(agent, alternating=alternating, stop=threading.Event())
+    for _ in range(2 if alternating else 0):
+        w.start_rollout()
+    agent.network.observe(torch.randint(0, 256, (5, 4, 84, 84), dtype=torch.uint8))
+    w.publish(agent, 1, end_of_batch=True)
+    w.start_rollout()
+    for name in ("pixel_mean", "pixel_var", "pixel_count"):
+        assert torch.equal(getattr(w.acting.network, name), getattr(agent.network, name)), name
+    x = torch.randint(0, 256, (3, 4, 84, 84), dtype=torch.uint8)
+    with torch.no_grad():
+        torch.testing.assert_close(w.acting.get_value(x), agent.get_value(x), rtol=0, atol=0)
 
 
 def test_sampler_exception_surfaces_in_the_learner_and_nothing_hangs():

@@ -72,6 +72,8 @@ def test_pixel_statistics_are_those_of_every_newest_frame_observed():
     torch.manual_seed(0)
     net = NatureCNNAgent(4, 6, normalize=True).network
     assert net.pixel_count.item() == 0 and net.pixel_mean.shape == (84, 84)
+    x = frames(3, 0)  # nothing observed yet: the frames scaled as without normalizing, x / 255
+    torch.testing.assert_close(net.normalize(x), x.float() / 255.0, rtol=1e-6, atol=1e-7)
     batches = [frames(n, seed) for n, seed in ((3, 1), (300, 2), (5, 3))]  # 300: more than one chunk
     batches[1] = batches[1].contiguous(memory_format=torch.channels_last)  # a rollout's layout
     for b in batches:

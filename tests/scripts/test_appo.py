@@ -111,6 +111,31 @@ def test_atari_run_logs_whole_games(run, tmp_path):
     assert "network.0.weight" in ckpt["models"]["agent"]  # the Nature CNN
 
 
+def test_normalized_frames_are_counted_published_saved_and_resumed(run, tmp_path):
+    """--normalize-frames: the learner counts every batch's frames (the newest of each step's stack) before its
+    update, so the checkpoint's statistics hold every step trained on; evaluate.py plays with them, --resume counts
+    on from them, and the flag is refused where there is no Nature CNN."""
+    common = ["--env-id", "Pong-v5", "--num-envs", "4", "--trajectory-length", "8", "--batch-size", "32", "--no-cuda",
+              "--torch-threads", "1", "--runs-dir", "runs", "--normalize-frames"]  # fmt: skip
+    proc = run("appo.py", *common, "--total-timesteps", "96", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    weights = load_checkpoint(run_dir)["models"]["agent"]
+    assert weights["network.pixel_count"].item() == 96  # 3 batches of 4 trajectories x 8 steps
+    mean, var = weights["network.pixel_mean"], weights["network.pixel_var"]
+    assert mean.shape == var.shape == (84, 84) and 0 < mean.mean() < 255
+    assert (var == 0).any() and (var > 0).any()  # the still border, and what moves
+    proc = run("evaluate.py", str(run_dir), "--episodes", "1", "--no-cuda", cwd=tmp_path)
+    assert proc.returncode == 0 and "greedy policy" in proc.stdout, proc.stdout + proc.stderr
+    proc = run("appo.py", "--resume", str(run_dir / "checkpoint.pt"), "--total-timesteps", "160", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert load_checkpoint(run_dir)["models"]["agent"]["network.pixel_count"].item() == 160
+    proc = run("appo.py", *TINY, "--normalize-frames", "--total-timesteps", "640", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "--normalize-frames normalizes the Nature CNN's stacked frames; CartPole-v1 observations are (4,)" in \
+        proc.stderr, proc.stderr
+
+
 def test_trains_a_gymnasium_env_in_worker_processes_and_evaluates_it(run, tmp_path):
     """A gymnasium "module:Env-v0" id runs as Python envs (rlfast/procpool.py) through the MLP; evaluate.py replays
     it."""
