@@ -42,7 +42,7 @@ from rlfast.algos.speed import FrameNet, set_speed
 from rlfast.algos.replay import ReplayBuffer
 from rlfast.algos.launch import launch
 from rlfast.algos.run import Run
-from rlfast.algos.runargs import OWN_FAMILIES, CNNArgs, RunArgs, check_frames, usage_error
+from rlfast.algos.runargs import OWN_FAMILIES, CNNArgs, FrameNormArgs, RunArgs, check_frames, usage_error
 
 SCRIPT = "dqn_atari.py"
 STACK = 4
@@ -56,7 +56,7 @@ EVAL_EPSILON = 0.01
 
 
 @dataclass
-class Args(DQNArgs, CNNArgs, RunArgs):
+class Args(DQNArgs, CNNArgs, FrameNormArgs, RunArgs):
     """CleanRL's dqn_atari.py: DQNArgs' defaults (rlfast/algos/dqn.py) but for these."""
 
     exp_name: str = "dqn_atari"
@@ -83,9 +83,10 @@ class Args(DQNArgs, CNNArgs, RunArgs):
 
 class QNetwork(nn.Module):
     """CleanRL's Nature CNN (Mnih et al. 2015): 4 stacked 84x84 frames -> one Q-value per action; ``width``
-    scales it, ``dueling`` splits its head into value and advantage streams (Wang et al. 2016)."""
+    scales it, ``dueling`` splits its head into value and advantage streams (Wang et al. 2016); ``normalize``: each
+    pixel normalized by running statistics instead of / 255 (``FrameNet.normalize``)."""
 
-    def __init__(self, num_actions: int, width: float = 1.0, dueling: bool = False) -> None:
+    def __init__(self, num_actions: int, width: float = 1.0, dueling: bool = False, normalize: bool = False) -> None:
         super().__init__()
         self.num_actions, self.dueling = num_actions, dueling
         c1, c2, c3, hidden = nature_widths(width)
@@ -93,12 +94,13 @@ class QNetwork(nn.Module):
                  nn.Conv2d(c1, c2, 4, stride=2), nn.ReLU(),
                  nn.Conv2d(c2, c3, 3, stride=1), nn.ReLU(),
                  nn.Flatten()]  # fmt: skip
+        stats = (84, 84) if normalize else None
         # Q-values in float32 under --bf16 too (fp32_tail): bf16 rounds away the gaps between actions.
         if not dueling:
             self.network = FrameNet(*trunk, nn.Linear(c3 * 7 * 7, hidden), nn.ReLU(), nn.Linear(hidden, num_actions),
-                                    fp32_tail=1)  # fmt: skip
+                                    fp32_tail=1, pixel_stats=stats)  # fmt: skip
         else:  # one hidden layer of 2 x hidden units: its halves are the two streams' own hidden layers
-            self.network = FrameNet(*trunk, nn.Linear(c3 * 7 * 7, 2 * hidden), nn.ReLU())
+            self.network = FrameNet(*trunk, nn.Linear(c3 * 7 * 7, 2 * hidden), nn.ReLU(), pixel_stats=stats)
             self.value, self.advantage = nn.Linear(hidden, 1), nn.Linear(hidden, num_actions)  # float32 heads
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -119,7 +121,7 @@ def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> QNe
     if tuple(obs_space.shape) != (STACK, 84, 84):
         raise usage_error(f"{args.env_id} observations are {tuple(obs_space.shape)}; the Nature CNN needs "
                           f"({STACK}, 84, 84)")  # fmt: skip
-    return QNetwork(int(action_space.n), width=args.cnn_width, dueling=args.dueling)
+    return QNetwork(int(action_space.n), width=args.cnn_width, dueling=args.dueling, normalize=args.normalize_frames)
 
 
 def update(q_network: nn.Module, target_network: nn.Module, optimizer: torch.optim.Optimizer,
@@ -167,6 +169,8 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
     frame.copy_(view)
     first.copy_(game_starts(info))
     obs = stack.update(frame, ids, first)
+    if args.normalize_frames and ckpt is None:  # the statistics start from the reset's frames
+        q_network.network.observe(frame)
     global_step = run.global_step
     schedule, loss_fn = ReplayRatio(args, global_step), run.compile(td_loss)
     losses = {"losses/td_loss": torch.zeros((), device=device), "losses/q_values": torch.zeros((), device=device)}
@@ -196,6 +200,8 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
                     frame.copy_(o, non_blocking=True)
                     first.copy_(game_starts(info), non_blocking=True)
                     obs = stack.update(frame, ids, first)
+                    if args.normalize_frames:  # every frame counted as it comes (the target gets them at its update)
+                        q_network.network.observe(frame)
                     episodes.record(step, terminated, truncated, info)
 
             scalars = {**losses, "charts/epsilon": epsilon, "charts/learning_rate": args.lr(global_step)}

@@ -190,9 +190,12 @@ def td_loss(
 
 @torch.no_grad()
 def soft_update(target: nn.Module, online: nn.Module, tau: float) -> None:
-    """``target <- tau * online + (1 - tau) * target``, parameter by parameter (tau 1: a copy)."""
+    """``target <- tau * online + (1 - tau) * target``, parameter by parameter (tau 1: a copy); buffers (the pixel
+    statistics of --normalize-frames) are copied, whatever tau."""
     for t, o in zip(target.parameters(), online.parameters()):
         t.copy_(tau * o + (1.0 - tau) * t)
+    for t, o in zip(target.buffers(), online.buffers()):
+        t.copy_(o)
 
 
 class ReplayRatio:

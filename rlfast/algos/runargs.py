@@ -118,14 +118,15 @@ class CNNArgs(Flags):
 @dataclass
 class FrameNormArgs(Flags):
     """``--normalize-frames``, for the trainers whose Nature CNN takes it (``scripts/ppo_atari.py``,
-    ``scripts/ppo_atari_lstm.py``, ``scripts/appo.py``): the trainer observes the statistics (``FrameNet.observe``);
-    the PPO trainers normalize each update's batch once (``FrameNet.normalized``)."""
+    ``scripts/ppo_atari_lstm.py``, ``scripts/appo.py``, ``scripts/dqn_atari.py``): the trainer observes the statistics
+    (``FrameNet.observe``); the PPO trainers normalize each update's batch once (``FrameNet.normalized``)."""
 
     normalize_frames: bool = False
     """each pixel as (value - running mean) / running std, clipped to [-5, 5], instead of value / 255 (rl_games'
     normalize_input: the static background goes to 0, the ball and paddles stand out); the statistics are the
     newest frames': PPO adds each rollout's after its update (a rollout and its update see the same ones), APPO
-    each batch's before its update (the sampler gets them with the weights)"""
+    each batch's before its update (the sampler gets them with the weights), DQN each step's as it comes (the
+    target network gets them at its updates)"""
 
 
 RUN_COMPLETE = "iterations asked for; raise --total-timesteps to continue it"

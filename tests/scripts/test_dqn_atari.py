@@ -53,6 +53,31 @@ def test_evaluate_plays_whole_games(run, breakout_run, flag, policy):
     assert float(re.search(r"mean length: ([\d.]+)", proc.stdout).group(1)) > 50
 
 
+def test_normalized_frames_are_counted_copied_to_the_target_saved_and_resumed(run, tmp_path):
+    """--normalize-frames: every frame the envs give is counted as it comes (the reset's 2, then 2 per step), the
+    target network takes the statistics at its updates with the weights, evaluate.py plays with them and --resume
+    counts on."""
+    args = ["--env-id", "Pong-v5", "--num-envs", "2", "--num-steps", "32", "--learning-starts", "128", "--batch-size",
+            "16", "--buffer-size", "512", "--target-network-frequency", "128", "--no-cuda", "--torch-threads", "1",
+            "--runs-dir", "runs", "--normalize-frames"]  # fmt: skip
+    proc = run("dqn_atari.py", *args, "--total-timesteps", "256", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    models = load_checkpoint(run_dir)["models"]
+    online, target = models["agent"], models["target"]
+    assert online["network.pixel_count"].item() == 2 + 256
+    # The target's last update came at step 256, before that step's frames were counted.
+    assert target["network.pixel_count"].item() == 2 + 254
+    mean, var = online["network.pixel_mean"], online["network.pixel_var"]
+    assert mean.shape == var.shape == (84, 84) and 0 < mean.mean() < 255
+    assert (var == 0).any() and (var > 0).any()  # the still border, and what moves
+    proc = run("evaluate.py", str(run_dir), "--episodes", "1", "--no-cuda", cwd=tmp_path)
+    assert proc.returncode == 0 and "greedy policy" in proc.stdout, proc.stdout + proc.stderr
+    proc = run("dqn_atari.py", "--resume", str(run_dir), "--total-timesteps", "320", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert load_checkpoint(run_dir)["models"]["agent"]["network.pixel_count"].item() == 2 + 320
+
+
 def test_trains_and_evaluates_a_users_pixel_env(run, tmp_path, pixel_env):
     """A user's env giving uint8 (1, 84, 84) frames: stacked and stored as the Atari games' frames, its own
     episodes (no lives, no clipping), and evaluate.py stacks them the same way."""
