@@ -36,8 +36,8 @@ POLL_S = 0.05
 
 class PublishedWeights:
     """The sampler's copy of the policy and its version (SGD steps the learner had taken when it was
-    published). Immediate mode: ``publish`` after every SGD step copies the learner's parameters in
-    under ``lock`` (the sampler's forward holds it too). Alternating mode (``--deterministic``):
+    published). Immediate mode: ``publish`` after every SGD step copies the learner's parameters (and
+    buffers) in under ``lock`` (the sampler's forward holds it too). Alternating mode (``--deterministic``):
     ``publish`` puts a snapshot into a queue of one after each batch, and the sampler takes it at the
     start of every rollout but the second: rollout i acts with the weights after batch i - 2."""
 
@@ -53,21 +53,21 @@ class PublishedWeights:
     def publish(self, agent: nn.Module, version: int, end_of_batch: bool) -> None:
         """The learner's weights after ``version`` SGD steps (immediate mode: after every step; alternating:
         at each batch's end)."""
-        params = _state(agent)
+        state = _state(agent)
         if not self.alternating:
             with self.lock:
-                torch._foreach_copy_(_state(self.acting), params)
+                torch._foreach_copy_(_state(self.acting), state)
                 self.version = version
         elif end_of_batch:
-            _put(self._snapshots, (version, [p.clone() for p in params]), self._stop)
+            _put(self._snapshots, (version, [t.clone() for t in state]), self._stop)
 
     def start_rollout(self) -> None:
         """Called by the sampler before each rollout; alternating mode: takes the next snapshot (from the third on)."""
         self._rollouts += 1
         if self.alternating and self._rollouts > 2:
-            version, params = _get(self._snapshots, self._stop)
+            version, state = _get(self._snapshots, self._stop)
             with self.lock:
-                torch._foreach_copy_(_state(self.acting), params)
+                torch._foreach_copy_(_state(self.acting), state)
                 self.version = version
 
 
