@@ -101,8 +101,9 @@ def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> tor
     CNN's only."""
     nature = isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 3
     if args.normalize_frames and not nature:
+        shape = getattr(obs_space, "shape", None)  # a Dict has none
         raise usage_error(f"--normalize-frames normalizes the Nature CNN's stacked frames; {args.env_id} observations "
-                          f"are {_describe(obs_space)}")  # fmt: skip
+                          f"are {tuple(shape) if shape else type(obs_space).__name__}")  # fmt: skip
     if isinstance(obs_space, gym.spaces.Dict):  # convnet_simple: Discrete or MultiDiscrete actions
         frames, vector = dict_layout(args.env_id, obs_space)
         if isinstance(action_space, gym.spaces.MultiDiscrete) and action_space.nvec.ndim == 1:
@@ -132,13 +133,6 @@ def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> tor
         raise usage_error(f"--recurrent {args.recurrent} has a CNN encoder: it needs stacked frames, and {args.env_id} "
                           f"observations are {tuple(obs_space.shape)}")  # fmt: skip
     return MLPAgent(size, int(action_space.n))
-
-
-def _describe(space: gym.Space) -> str:
-    """A space's shape for a message: a Dict's keys and shapes, else its shape."""
-    if isinstance(space, gym.spaces.Dict):
-        return "a Dict of " + ", ".join(f"{k}: {getattr(s, 'shape', s)}" for k, s in space.spaces.items())
-    return str(tuple(getattr(space, "shape", ())))
 
 
 def dict_layout(env_id: str, space: gym.spaces.Dict) -> tuple[str, Optional[str]]:
