@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 import tomllib
-import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from rlfast.algos.checkpoint import load_checkpoint
@@ -102,7 +101,10 @@ def test_env_groups_train_on_the_same_trajectories_as_one_pool(run, tmp_path):
     """--env-groups 2: two pools of 2 envs, one acting while the other steps, seeded as one pool's 4 envs. The
     trajectories are the same, so the weights after 2 updates are too, up to the rounding of acting on batches of 2
     instead of 4 (float32 here, ~1e-6). Adam moves each weight by about the learning rate (2.5e-4) per minibatch
-    whatever its gradient's size, so other trajectories (other gradients) would differ far beyond the tolerance."""
+    whatever its gradient's size, so other trajectories (other gradients) would move nearly every weight far beyond
+    2e-5; the same step also lifts that rounding for the few weights whose gradient is near zero (on an AVX2-only
+    CPU 141 of the third convolution's 36,864 weights, up to 7.4e-5 apart): at most 1% of a tensor may pass 2e-5,
+    none 1e-3."""
     weights = {}
     for groups in (1, 2):
         proc = run("ppo_atari.py", *TINY, "--num-envs", "4", "--total-timesteps", "128", "--env-id", "Breakout-v5",
@@ -113,7 +115,8 @@ def test_env_groups_train_on_the_same_trajectories_as_one_pool(run, tmp_path):
         weights[groups] = load_checkpoint(run_dir / "checkpoint.pt")["models"]["agent"]
     assert proc.stdout.count("EnvPool('Breakout-v5', num_envs=2") == 2, proc.stdout
     for key, w in weights[2].items():
-        assert torch.allclose(w, weights[1][key], rtol=0, atol=2e-5), key
+        apart = (w - weights[1][key]).abs()
+        assert (apart > 2e-5).float().mean() <= 0.01 and apart.max() < 1e-3, (key, apart.max())
     proc = run("ppo_atari.py", *TINY, "--num-envs", "4", "--env-groups", "3", cwd=tmp_path)
     assert proc.returncode == 1 and "--env-groups 3 does not divide the 4 envs" in proc.stderr, proc.stderr
 
