@@ -41,8 +41,8 @@ from rlfast.algos.flags import bounded
 from rlfast.algos.gae import gae
 from rlfast.algos.nets import NatureCNNAgent
 from rlfast.algos.speed import set_speed
-from rlfast.algos.ppo import (LOSS_NAMES, PPOArgs, PPOLoss, Rollout, adapt_lr, anneal_lr, explained_variance,
-                              normalize_advantages, ppo_loss, take_rows)  # fmt: skip
+from rlfast.algos.ppo import (LOSS_NAMES, PPOArgs, PPOLoss, Rollout, adapt_lr, anneal_lr, entropy_coef,
+                              explained_variance, normalize_advantages, ppo_loss, take_rows)  # fmt: skip
 from rlfast.algos.pixels import PixelEnvs
 from rlfast.algos.launch import launch
 from rlfast.algos.run import Run
@@ -111,20 +111,22 @@ def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> nn.
                  normalize=args.normalize_frames)
 
 
-def minibatch_loss(agent: nn.Module, args: Args, mb: dict[str, torch.Tensor]) -> PPOLoss:
-    """PPO's loss on one minibatch (rows of ``Rollout.batch``, advantages already normalized)."""
+def minibatch_loss(agent: nn.Module, args: Args, mb: dict[str, torch.Tensor], ent_coef: torch.Tensor) -> PPOLoss:
+    """PPO's loss on one minibatch (rows of ``Rollout.batch``, advantages already normalized); ``ent_coef``: the
+    entropy bonus's weight this update (a tensor: a schedule does not recompile a compiled loss)."""
     _, newlogprob, entropy, newvalue = agent.get_action_and_value(mb["obs"], mb["actions"])
     return ppo_loss(newlogprob, mb["logprobs"], mb["advantages"], newvalue, mb["values"], mb["returns"], entropy,
-                    clip_coef=args.clip_coef, ent_coef=args.ent_coef, vf_coef=args.vf_coef, clip_vloss=args.clip_vloss,
+                    clip_coef=args.clip_coef, ent_coef=ent_coef, vf_coef=args.vf_coef, clip_vloss=args.clip_vloss,
                     kl_coef=args.kl_coef, norm_adv=False)  # fmt: skip
 
 
 def update(agent: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable[..., PPOLoss], rollout: Rollout,
            next_obs: torch.Tensor, next_done: torch.Tensor, next_terminated: torch.Tensor, args: Args,
-           world: World = World()) -> dict[str, float]:  # fmt: skip
+           world: World = World(), ent_coef: Optional[float] = None) -> dict[str, float]:  # fmt: skip
     """One iteration's update, CleanRL's: GAE advantages, then ``update_epochs`` passes of shuffled minibatches.
     ``loss_fn`` is ``minibatch_loss`` (maybe compiled). Under torchrun a minibatch is global: ``world`` gives
-    this rank's rows of it and their share, and sums the gradients (rlfast/algos/distributed.py)."""
+    this rank's rows of it and their share, and sums the gradients (rlfast/algos/distributed.py). ``ent_coef``:
+    the entropy weight (``entropy_coef``; None: ``args.ent_coef``)."""
     T, B = rollout.rewards.shape
     bootstrap = (rollout.terminations, next_terminated) if args.bootstrap_truncated else ()  # time limits: V(final)
     with torch.no_grad():
@@ -136,6 +138,8 @@ def update(agent: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable
         batch["obs"] = agent.network.normalized(batch["obs"])
     rows = T * B * world.world_size
     size = rows // args.num_minibatches
+    ent_coef = args.ent_coef if ent_coef is None else ent_coef
+    ent_weight = torch.tensor(ent_coef, device=advantages.device)
     stats = []
     for _ in range(args.update_epochs):
         perm = torch.randperm(rows, device=advantages.device)
@@ -146,7 +150,7 @@ def update(agent: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable
                 mb["advantages"] = normalize_advantages(adv, mean_std=world.mean_std(adv, size))
             optimizer.zero_grad(set_to_none=True)
             if share > 0:
-                out = loss_fn(agent, args, mb)
+                out = loss_fn(agent, args, mb, ent_weight)
                 (out.loss * share).backward()
                 mb_stats = torch.stack(out[1:]).detach() * share
             else:  # torchrun: this rank holds none of the minibatch's rows, but joins its collectives
@@ -163,7 +167,8 @@ def update(agent: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable
     losses = world.sum(torch.stack(stats).mean(0)).tolist()
     explained = explained_variance(batch["values"], batch["returns"], world).item()
     scalars = {f"losses/{k}": v for k, v in zip(LOSS_NAMES, losses)}
-    return {"charts/learning_rate": optimizer.param_groups[0]["lr"], **scalars, "losses/explained_variance": explained}
+    return {"charts/learning_rate": optimizer.param_groups[0]["lr"], "charts/ent_coef": ent_coef, **scalars,
+            "losses/explained_variance": explained}
 
 
 def main(args: Args, ckpt: Optional[dict] = None) -> int:
@@ -215,7 +220,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
 
             with timer("train"):
                 scalars = update(agent, optimizer, loss_fn, rollout, next_obs, next_done, next_terminated, args,
-                                 run.world)  # fmt: skip
+                                 run.world, entropy_coef(args, (iteration - 1) * args.batch_size))  # fmt: skip
                 if args.normalize_frames:  # the next rollout and update normalize with these frames counted
                     agent.network.observe(rollout.obs, run.world.sum)
             run.end_iteration(args.batch_size, scalars, envs.episodes.table)

@@ -30,8 +30,9 @@ from rlfast.algos.flags import bounded
 from rlfast.algos.gae import gae
 from rlfast.algos.nets import RecurrentNatureCNNAgent
 from rlfast.algos.speed import set_speed
-from rlfast.algos.ppo import (LOSS_NAMES, PPOArgs, PPOLoss, Rollout, adapt_lr, anneal_lr, explained_variance,
-                              normalize_advantages, ppo_loss, sequence_rows, take_rows)  # fmt: skip
+from rlfast.algos.ppo import (LOSS_NAMES, PPOArgs, PPOLoss, Rollout, adapt_lr, anneal_lr, entropy_coef,
+                              explained_variance, normalize_advantages, ppo_loss, sequence_rows,
+                              take_rows)  # fmt: skip
 from rlfast.algos.pixels import PixelEnvs
 from rlfast.algos.launch import launch
 from rlfast.algos.run import Run
@@ -85,23 +86,25 @@ def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> nn.
                                    normalize=args.normalize_frames)
 
 
-def minibatch_loss(agent: nn.Module, args: Args, mb: dict[str, torch.Tensor]) -> PPOLoss:
+def minibatch_loss(agent: nn.Module, args: Args, mb: dict[str, torch.Tensor], ent_coef: torch.Tensor) -> PPOLoss:
     """PPO's loss on one minibatch: whole env rollouts, time-major, unrolled from their ``state`` at the rollout's
-    start with their episode ``starts`` (advantages already normalized)."""
+    start with their episode ``starts`` (advantages already normalized); ``ent_coef``: this update's entropy weight."""
     _, newlogprob, entropy, newvalue, _ = agent.get_action_and_value(mb["obs"], mb["state"], mb["starts"],
                                                                      mb["actions"])  # fmt: skip
     return ppo_loss(newlogprob, mb["logprobs"], mb["advantages"], newvalue, mb["values"], mb["returns"], entropy,
-                    clip_coef=args.clip_coef, ent_coef=args.ent_coef, vf_coef=args.vf_coef, clip_vloss=args.clip_vloss,
+                    clip_coef=args.clip_coef, ent_coef=ent_coef, vf_coef=args.vf_coef, clip_vloss=args.clip_vloss,
                     kl_coef=args.kl_coef, norm_adv=False)  # fmt: skip
 
 
 def update(agent: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable[..., PPOLoss], rollout: Rollout,
            memory: dict[str, torch.Tensor], next_obs: torch.Tensor, next_done: torch.Tensor,
-           next_terminated: torch.Tensor, args: Args, world: World = World()) -> dict[str, float]:  # fmt: skip
+           next_terminated: torch.Tensor, args: Args, world: World = World(),
+           ent_coef: Optional[float] = None) -> dict[str, float]:  # fmt: skip
     """One iteration's update, CleanRL's: GAE advantages, then ``update_epochs`` passes over shuffled envs, each
     minibatch their whole rollouts (a rank takes its own envs of each). ``memory``: ``state`` [B, S, H] at the
     rollout's start, ``first_start`` [B] (whether its first observation starts an episode) and ``next_state`` of
-    ``next_obs``; an observation starts an episode where the one before it was done (``rollout.dones``)."""
+    ``next_obs``; an observation starts an episode where the one before it was done (``rollout.dones``).
+    ``ent_coef``: the entropy weight (``entropy_coef``; None: ``args.ent_coef``)."""
     T, B = rollout.rewards.shape
     bootstrap = (rollout.terminations, next_terminated) if args.bootstrap_truncated else ()  # time limits: V(final)
     with torch.no_grad():
@@ -114,6 +117,8 @@ def update(agent: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable
         batch["obs"] = agent.network.normalized(batch["obs"])
     units = B * world.world_size  # what is shuffled: envs
     size = units // args.num_minibatches
+    ent_coef = args.ent_coef if ent_coef is None else ent_coef
+    ent_weight = torch.tensor(ent_coef, device=advantages.device)
     stats = []
     for _ in range(args.update_epochs):
         perm = torch.randperm(units, device=advantages.device)
@@ -125,7 +130,7 @@ def update(agent: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable
                 mb["advantages"] = normalize_advantages(adv, mean_std=world.mean_std(adv, size * T))
             optimizer.zero_grad(set_to_none=True)
             if share > 0:
-                out = loss_fn(agent, args, mb)
+                out = loss_fn(agent, args, mb, ent_weight)
                 (out.loss * share).backward()
                 mb_stats = torch.stack(out[1:]).detach() * share
             else:  # torchrun: this rank holds none of the minibatch's envs, but joins its collectives
@@ -142,7 +147,8 @@ def update(agent: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable
     losses = world.sum(torch.stack(stats).mean(0)).tolist()
     explained = explained_variance(batch["values"], batch["returns"], world).item()
     scalars = {f"losses/{k}": v for k, v in zip(LOSS_NAMES, losses)}
-    return {"charts/learning_rate": optimizer.param_groups[0]["lr"], **scalars, "losses/explained_variance": explained}
+    return {"charts/learning_rate": optimizer.param_groups[0]["lr"], "charts/ent_coef": ent_coef, **scalars,
+            "losses/explained_variance": explained}
 
 
 def main(args: Args, ckpt: Optional[dict] = None) -> int:
@@ -190,7 +196,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
 
             with timer("train"):
                 scalars = update(agent, optimizer, loss_fn, rollout, memory, next_obs, next_done, next_terminated,
-                                 args, run.world)  # fmt: skip
+                                 args, run.world, entropy_coef(args, (iteration - 1) * args.batch_size))  # fmt: skip
                 if args.normalize_frames:  # the next rollout and update normalize with these frames counted
                     agent.network.observe(rollout.obs, run.world.sum)
             memory["first_start"].copy_(rollout.dones[-1])  # the next rollout's first obs follows this one's last

@@ -36,8 +36,8 @@ from rlfast.algos.episodes import Episodes
 from rlfast.algos.flags import bounded
 from rlfast.algos.gae import gae
 from rlfast.algos.nets import tanh_mlp
-from rlfast.algos.ppo import (LOSS_NAMES, PPOArgs, PPOLoss, Rollout, adapt_lr, anneal_lr, explained_variance,
-                              normalize_advantages, ppo_loss)  # fmt: skip
+from rlfast.algos.ppo import (LOSS_NAMES, PPOArgs, PPOLoss, Rollout, adapt_lr, anneal_lr, entropy_coef,
+                              explained_variance, normalize_advantages, ppo_loss)  # fmt: skip
 from rlfast.algos.launch import launch
 from rlfast.algos.run import Run
 from rlfast.algos.runargs import RunArgs, parse_env_kwargs, usage_error, vector_obs_size
@@ -157,17 +157,18 @@ def make_agent(args: Args, obs_space: gym.Space, action_space: gym.Space) -> Age
                  args.obs_clip, args.init_logstd)
 
 
-def minibatch_loss(agent: Agent, args: Args, mb: dict[str, torch.Tensor]) -> PPOLoss:
-    """PPO's loss on one minibatch (rows of ``Rollout.batch``, advantages already normalized)."""
+def minibatch_loss(agent: Agent, args: Args, mb: dict[str, torch.Tensor], ent_coef: torch.Tensor) -> PPOLoss:
+    """PPO's loss on one minibatch (rows of ``Rollout.batch``, advantages already normalized); ``ent_coef``: the
+    entropy bonus's weight this update (a tensor: a schedule does not recompile a compiled loss)."""
     _, newlogprob, entropy, newvalue = agent.get_action_and_value(mb["obs"], mb["actions"])
     return ppo_loss(newlogprob, mb["logprobs"], mb["advantages"], newvalue, mb["values"], mb["returns"], entropy,
-                    clip_coef=args.clip_coef, ent_coef=args.ent_coef, vf_coef=args.vf_coef, clip_vloss=args.clip_vloss,
+                    clip_coef=args.clip_coef, ent_coef=ent_coef, vf_coef=args.vf_coef, clip_vloss=args.clip_vloss,
                     kl_coef=args.kl_coef, norm_adv=False)  # fmt: skip
 
 
 def update(agent: Agent, optimizer: torch.optim.Optimizer, loss_fn: Callable[..., PPOLoss], rollout: Rollout,
            next_obs: torch.Tensor, next_done: torch.Tensor, next_terminated: torch.Tensor, args: Args,
-           world: World = World()) -> dict[str, float]:  # fmt: skip
+           world: World = World(), ent_coef: Optional[float] = None) -> dict[str, float]:  # fmt: skip
     """One iteration's update, as ppo_atari.py's (see there), but with ``--bootstrap-truncated`` GAE tells
     terminations (``rollout.terminations``, ``next_terminated``) from time limits."""
     bootstrap = (rollout.terminations, next_terminated) if args.bootstrap_truncated else ()
@@ -178,6 +179,8 @@ def update(agent: Agent, optimizer: torch.optim.Optimizer, loss_fn: Callable[...
     batch = rollout.batch(advantages, returns)
     rows = advantages.numel() * world.world_size
     size = rows // args.num_minibatches
+    ent_coef = args.ent_coef if ent_coef is None else ent_coef
+    ent_weight = torch.tensor(ent_coef, device=advantages.device)
     stats = []
     for _ in range(args.update_epochs):
         perm = torch.randperm(rows, device=advantages.device)
@@ -188,7 +191,7 @@ def update(agent: Agent, optimizer: torch.optim.Optimizer, loss_fn: Callable[...
                 mb["advantages"] = normalize_advantages(adv, mean_std=world.mean_std(adv, size))
             optimizer.zero_grad(set_to_none=True)
             if share > 0:
-                out = loss_fn(agent, args, mb)
+                out = loss_fn(agent, args, mb, ent_weight)
                 (out.loss * share).backward()
                 mb_stats = torch.stack(out[1:]).detach() * share
             else:  # torchrun: this rank holds none of the minibatch's rows, but joins its collectives
@@ -205,7 +208,8 @@ def update(agent: Agent, optimizer: torch.optim.Optimizer, loss_fn: Callable[...
     losses = world.sum(torch.stack(stats).mean(0)).tolist()
     explained = explained_variance(batch["values"], batch["returns"], world).item()
     scalars = {f"losses/{k}": v for k, v in zip(LOSS_NAMES, losses)}
-    return {"charts/learning_rate": optimizer.param_groups[0]["lr"], **scalars, "losses/explained_variance": explained}
+    return {"charts/learning_rate": optimizer.param_groups[0]["lr"], "charts/ent_coef": ent_coef, **scalars,
+            "losses/explained_variance": explained}
 
 
 def main(args: Args, ckpt: Optional[dict] = None) -> int:
@@ -261,7 +265,7 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
 
             with timer("train"):
                 scalars = update(agent, optimizer, loss_fn, rollout, next_obs, next_done, next_terminated, args,
-                                 run.world)  # fmt: skip
+                                 run.world, entropy_coef(args, (iteration - 1) * args.batch_size))  # fmt: skip
             run.end_iteration(args.batch_size, scalars, episodes.table)
     return run.exit_code
 

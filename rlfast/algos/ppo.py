@@ -6,6 +6,7 @@ Rollout              T x B rollout storage on the training device (episode stati
 take_rows            a minibatch's rows of a rollout's field, channels-last frames selected as they are stored
 ppo_loss             clipped surrogate, optionally clipped value loss, entropy bonus, diagnostics (PPOLoss)
 anneal_lr, adapt_lr  CleanRL's linear learning-rate schedule; rl_games' KL-adaptive one
+entropy_coef         the entropy bonus's weight at a step (constant, or annealed by --ent-coef-final)
 explained_variance   of the value predictions, over every rank's rows
 """
 
@@ -44,7 +45,12 @@ class PPOArgs(Flags):
     clip_vloss: bool = True
     """clip the value loss as in the PPO paper's code"""
     ent_coef: float = bounded(0.01, low=0)
-    """coefficient of the entropy bonus"""
+    """coefficient of the entropy bonus (where --ent-coef-final anneals it: its first value)"""
+    ent_coef_final: Optional[float] = bounded(None, low=0, note="or left out")
+    """anneal the entropy coefficient linearly from --ent-coef to this over --ent-anneal-steps env steps, then hold
+    it (rl_games' schedule_entropy; None: constant, CleanRL)"""
+    ent_anneal_steps: Optional[int] = bounded(None, low=1, note="or left out")
+    """the env steps --ent-coef-final's schedule takes (None: the whole run, --total-timesteps)"""
     vf_coef: float = bounded(0.5, low=0)
     """coefficient of the value loss"""
     max_grad_norm: float = bounded(0.5, low=0, low_open=True)
@@ -79,6 +85,8 @@ class PPOArgs(Flags):
         if not problems and self.batch_size % self.num_minibatches:
             problems.append(f"the batch of {self.batch_size} steps (num_envs x num_steps) is not divisible by "
                             f"--num-minibatches {self.num_minibatches}")  # fmt: skip
+        if self.ent_anneal_steps is not None and self.ent_coef_final is None:
+            problems.append(f"--ent-anneal-steps {self.ent_anneal_steps} schedules nothing without --ent-coef-final")
         if self.kl_adaptive_lr is not None and self.anneal_lr:
             problems.append("--kl-adaptive-lr sets the learning rate itself: add --no-anneal-lr")
         if self.kl_adaptive_lr is not None and self.lr_max < self.learning_rate:
@@ -289,6 +297,16 @@ def adapt_lr(optimizer: torch.optim.Optimizer, kl: float, target: float, lr_max:
             group["lr"] = max(group["lr"] / 1.5, lr_min)
         elif kl < 0.5 * target:
             group["lr"] = min(group["lr"] * 1.5, lr_max)
+
+
+def entropy_coef(args: PPOArgs, global_step: int) -> float:
+    """The entropy bonus's weight for an update after ``global_step`` env steps: ``args.ent_coef``, or with
+    ``args.ent_coef_final`` the linear schedule from it to that over ``args.ent_anneal_steps`` steps (the whole run
+    when None), held at the end."""
+    if args.ent_coef_final is None:
+        return args.ent_coef
+    frac = min(global_step / (args.ent_anneal_steps or args.total_timesteps), 1.0)
+    return args.ent_coef + frac * (args.ent_coef_final - args.ent_coef)
 
 
 def anneal_lr(optimizer: torch.optim.Optimizer, args: PPOArgs, iteration: int) -> None:

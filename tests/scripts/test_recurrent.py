@@ -55,14 +55,14 @@ def test_ppo_atari_lstm_recomputes_the_acting_log_probs_before_the_first_gradien
     calls = []
     loss = ppo.minibatch_loss
 
-    def spy(agent, args, mb):
+    def spy(agent, args, mb, ent_coef):
         with torch.no_grad():
             new = agent.get_action_and_value(mb["obs"], mb["state"], mb["starts"], mb["actions"])
             unreset = agent.get_action_and_value(mb["obs"], mb["state"], torch.zeros_like(mb["starts"]), mb["actions"])
             zeroed = agent.get_action_and_value(mb["obs"], torch.zeros_like(mb["state"]), mb["starts"], mb["actions"])
         calls.append({"logprobs": mb["logprobs"], "values": mb["values"], "starts": mb["starts"], "state": mb["state"],
                       "new": new[1], "new_values": new[3], "unreset": unreset[1], "zeroed": zeroed[1]})  # fmt: skip
-        return loss(agent, args, mb)
+        return loss(agent, args, mb, ent_coef)
 
     ppo.minibatch_loss = spy
     # One minibatch per update (every env, in shuffled order) and one epoch: each recorded call comes before its
