@@ -86,7 +86,7 @@ def update(agent: Agent, optimizer: torch.optim.Optimizer, loss_fn: Callable[...
     rows = advantages.numel() * world.world_size
     size = rows // args.num_minibatches
     ent_coef = args.ent_coef if ent_coef is None else ent_coef
-    ent_weight = torch.tensor(ent_coef, device=advantages.device)
+    ent_weight = torch.full((), ent_coef, device=advantages.device)  # a fill: no copy from the host
     stats = []
     for _ in range(args.update_epochs):
         perm = torch.randperm(rows, device=advantages.device)

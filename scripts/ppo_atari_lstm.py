@@ -118,7 +118,7 @@ def update(agent: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable
     units = B * world.world_size  # what is shuffled: envs
     size = units // args.num_minibatches
     ent_coef = args.ent_coef if ent_coef is None else ent_coef
-    ent_weight = torch.tensor(ent_coef, device=advantages.device)
+    ent_weight = torch.full((), ent_coef, device=advantages.device)  # a fill: no copy from the host
     stats = []
     for _ in range(args.update_epochs):
         perm = torch.randperm(units, device=advantages.device)
