@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 import pytest
 import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from torch import nn
 
 from rlfast.algos.ppo import LOSS_NAMES, PPOArgs, PPOLoss, adapt_lr, entropy_coef
@@ -122,8 +123,6 @@ def test_every_ppo_trainer_weights_the_entropy_by_the_schedule_of_its_iteration(
     assert ppo.main(args) == 0
     expected = [0.04, 0.025, 0.01, 0.01]  # after 0, 32, 64 and 96 steps
     assert weights == pytest.approx(expected) and all(weighted)
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
     acc = EventAccumulator(str(next((tmp_path / "runs").iterdir())))
     acc.Reload()
     assert [e.value for e in acc.Scalars("charts/ent_coef")] == pytest.approx(expected)
