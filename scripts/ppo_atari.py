@@ -46,7 +46,7 @@ from rlfast.algos.ppo import (LOSS_NAMES, PPOArgs, PPOLoss, Rollout, adapt_lr, a
 from rlfast.algos.pixels import PixelEnvs
 from rlfast.algos.launch import launch
 from rlfast.algos.run import Run
-from rlfast.algos.runargs import OWN_FAMILIES, CNNArgs, FrameNormArgs, RunArgs, usage_error
+from rlfast.algos.runargs import OWN_FAMILIES, CNNArgs, EnvGroupArgs, FrameNormArgs, RunArgs, usage_error
 
 SCRIPT = "ppo_atari.py"
 TRAIN_ENV_KWARGS = {"episodic_life": True, "reward_clip": True, "stack_num": 1}
@@ -56,7 +56,7 @@ EVAL_ENV_KWARGS = {"episodic_life": False, "reward_clip": False}
 
 
 @dataclass
-class Args(PPOArgs, CNNArgs, FrameNormArgs, RunArgs):
+class Args(PPOArgs, CNNArgs, FrameNormArgs, EnvGroupArgs, RunArgs):
     """CleanRL's ppo_atari_envpool.py: PPOArgs' defaults (rlfast/algos/ppo.py) but for these."""
 
     exp_name: str = "ppo_atari"
@@ -69,11 +69,6 @@ class Args(PPOArgs, CNNArgs, FrameNormArgs, RunArgs):
     """stop early once the mean raw game score of the last 20 games reaches this"""
     num_threads: Optional[int] = None
     """env pool worker threads (None: min(cores, num_envs))"""
-    env_groups: int = bounded(1, low=1)
-    """split the envs into this many groups, each its own pool with its share of --num-threads (at least one
-    thread): while one group's envs step, the next group's actions are computed (the same trajectories as one
-    pool, to the rounding of acting on smaller batches; configs/pong_cpu.toml: 2, for a 2-core CPU, where acting
-    one group on one core beside the other's stepping hides most of acting)"""
     frame_stack: Optional[int] = bounded(None, low=1, note="or left out")
     """frames per observation (None: 4, CleanRL's)"""
     cnn_width: float = bounded(1.0, low=0, low_open=True)
@@ -86,13 +81,6 @@ class Args(PPOArgs, CNNArgs, FrameNormArgs, RunArgs):
     @property
     def stack(self) -> int:
         return self.frame_stack or 4
-
-    def validate(self) -> list[str]:
-        problems = super().validate()
-        envs = self.local_num_envs or self.num_envs  # each rank's envs are split into the groups
-        if not problems and envs % self.env_groups:
-            problems.append(f"--env-groups {self.env_groups} does not divide the {envs} envs into equal groups")
-        return problems
 
 
 Agent = NatureCNNAgent

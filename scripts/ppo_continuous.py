@@ -30,9 +30,8 @@ import rlfast  # noqa: F401  (before torch: how long torch's idle threads spin, 
 import torch
 from torch import nn
 
-from rlfast.algos.continuous import ObsRewardNormalizer, diag_normal
+from rlfast.algos.continuous import VectorEnvs, diag_normal
 from rlfast.algos.distributed import World
-from rlfast.algos.episodes import Episodes
 from rlfast.algos.flags import bounded
 from rlfast.algos.gae import gae
 from rlfast.algos.nets import tanh_mlp
@@ -40,13 +39,13 @@ from rlfast.algos.ppo import (LOSS_NAMES, PPOArgs, PPOLoss, Rollout, adapt_lr, a
                               explained_variance, normalize_advantages, ppo_loss)  # fmt: skip
 from rlfast.algos.launch import launch
 from rlfast.algos.run import Run
-from rlfast.algos.runargs import RunArgs, parse_env_kwargs, usage_error, vector_obs_size
+from rlfast.algos.runargs import EnvGroupArgs, RunArgs, parse_env_kwargs, usage_error, vector_obs_size
 
 SCRIPT = "ppo_continuous.py"
 
 
 @dataclass
-class Args(PPOArgs, RunArgs):
+class Args(PPOArgs, EnvGroupArgs, RunArgs):
     """CleanRL's ppo_continuous_action.py: PPOArgs' defaults (rlfast/algos/ppo.py) but for these."""
 
     exp_name: str = "ppo_continuous"
@@ -217,56 +216,59 @@ def main(args: Args, ckpt: Optional[dict] = None) -> int:
               families=("mujoco", "classic_control", "python", "custom"), data_parallel=True)  # fmt: skip
     device, timer = run.device, run.timer
     env_kwargs = parse_env_kwargs(args.env_kwargs)
-    envs = run.make_env(run.local_num_envs, num_threads=args.num_threads, **env_kwargs)
+    T, B = args.num_steps, run.local_num_envs  # this rank's envs (all of them without torchrun)
+    # the envs behind CleanRL's wrappers (normalized observations, scaled rewards), in --env-groups that take turns
+    envs = VectorEnvs(run, B, args.env_groups, args.num_threads, rows=T, gamma=args.gamma, obs_clip=args.obs_clip,
+                      reward_clip=args.reward_clip, **env_kwargs)  # fmt: skip
     agent = make_agent(args, envs.single_observation_space, envs.single_action_space).to(device)
     if args.final_logstd is not None:  # scheduled, not learned (set at each iteration below)
         agent.actor_logstd.requires_grad_(False)
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
     obs_shape, action_shape = envs.single_observation_space.shape, envs.single_action_space.shape
-    norm = ObsRewardNormalizer(obs_shape, run.local_num_envs, args.gamma, args.obs_clip, args.reward_clip, device,
-                               world=run.world)  # fmt: skip
-    run.track(models={"agent": agent}, optimizers={"optimizer": optimizer}, normalizers=norm.normalizers(),
+    run.track(models={"agent": agent}, optimizers={"optimizer": optimizer}, normalizers=envs.norm.normalizers(),
               env_kwargs=env_kwargs)  # fmt: skip
     if run.resumed:
-        norm.new_episodes()  # the statistics carry over; the envs' discounted returns start again
+        envs.norm.new_episodes()  # the statistics carry over; the envs' discounted returns start again
     policy, loss_fn = run.compile(agent.get_action_and_value), run.compile(minibatch_loss)
 
     # Rollout storage on the training device; episode stats stay on the host, where they arrive.
-    T, B = args.num_steps, run.local_num_envs  # this rank's envs (all of them without torchrun)
     rollout = Rollout(T, B, obs_shape, action_shape, action_dtype=torch.float32, device=device)
-    episodes = Episodes(B, atari=False, rows=T)
-    next_obs = torch.zeros((B, *obs_shape), device=device)
+    next_obs = envs.reset()
     next_done = torch.zeros(B, device=device)
     next_terminated = torch.zeros(B, device=device)  # the part of next_done that is not a time limit
-    view, _ = envs.reset()
-    next_obs.copy_(norm.observations(view.to(device)))
+
+    def receive(step: int, g: slice) -> None:
+        """The results of the envs ``g``'s step ``step``: their rewards into the rollout, their next observations.
+        The wrappers' work (normalization) is counted as env time, as it is part of CleanRL's env.step."""
+        next_obs[g], rollout.rewards[step, g], next_done[g], next_terminated[g] = envs.recv(step, g)
 
     with run:
         for iteration in run.iterations():
             anneal_lr(optimizer, args, iteration)
             if args.final_logstd is not None:
                 agent.actor_logstd.fill_(args.scheduled_logstd(iteration))
-            for step in range(T):
-                with timer("inference"), torch.no_grad():
-                    action, logprob, _, value = policy(next_obs, None, run.action_noise(*action_shape, normal=True))
-                    rollout.store(step, obs=next_obs, dones=next_done, terminations=next_terminated, actions=action,
-                                  logprobs=logprob, values=value)  # fmt: skip
+            with envs.acting_threads():
+                for step in range(T):
+                    noise = run.action_noise(*action_shape, normal=True)  # the step's sampling noise
+                    for g in envs.groups:  # slices of the envs (--env-groups): a group acts while the one before steps
+                        if step > 0:
+                            with timer("env"):
+                                receive(step - 1, g)
+                        with timer("inference"), torch.no_grad():
+                            action, logprob, _, value = policy(next_obs[g], None, noise[g])
+                            rollout.store((step, g), obs=next_obs[g], dones=next_done[g],
+                                          terminations=next_terminated[g], actions=action, logprobs=logprob,
+                                          values=value)  # fmt: skip
+                        with timer("env"):
+                            envs.send(agent.clip_action(action), g)
                 with timer("env"):
-                    o, r, terminated, truncated, info = envs.step(agent.clip_action(action))
-                    # o, r, terminated, truncated, info are views into the pool's ring, valid until the
-                    # second step after this one; the next step's synchronize waits for these copies.
-                    # The wrappers' work (normalization) is counted here, as it is part of CleanRL's env.step.
-                    term, trunc = terminated.to(device, non_blocking=True), truncated.to(device, non_blocking=True)
-                    next_obs.copy_(norm.observations(o.to(device, non_blocking=True)))
-                    rollout.store(step, rewards=norm.rewards(r.to(device, non_blocking=True), term, trunc))
-                    torch.logical_or(term, trunc, out=next_done)
-                    next_terminated.copy_(term)
-                    episodes.record(step, terminated, truncated, info)
+                    for g in envs.groups:
+                        receive(T - 1, g)
 
             with timer("train"):
                 scalars = update(agent, optimizer, loss_fn, rollout, next_obs, next_done, next_terminated, args,
                                  run.world, entropy_coef(args, (iteration - 1) * args.batch_size))  # fmt: skip
-            run.end_iteration(args.batch_size, scalars, episodes.table)
+            run.end_iteration(args.batch_size, scalars, envs.episodes.table)
     return run.exit_code
 
 

@@ -20,7 +20,10 @@ from typing import Any, Optional
 import torch
 
 from rlfast.algos.distributed import World
+from rlfast.algos.envgroups import EnvGroups
+from rlfast.algos.episodes import Episodes
 from rlfast.algos.normalize import ObsNormalizer, RewardScaler
+from rlfast.algos.run import Run
 
 _LOG_SQRT_2PI = math.log(math.sqrt(2 * math.pi))
 
@@ -85,9 +88,11 @@ class ObsRewardNormalizer:
         """obs: [N, *obs_shape] raw (any float dtype) -> normalized, clipped, float32 [N, *obs_shape]."""
         return self.obs(obs.to(torch.float64)).clamp_(-self.obs_clip, self.obs_clip).to(torch.float32)
 
-    def rewards(self, reward: torch.Tensor, terminated: torch.Tensor, truncated: torch.Tensor) -> torch.Tensor:
-        """reward, terminated, truncated: [num_envs] of one step -> scaled, clipped float32 rewards [num_envs]."""
-        scaled = self.reward(reward.to(torch.float32), terminated, truncated)
+    def rewards(self, reward: torch.Tensor, terminated: torch.Tensor, truncated: torch.Tensor,
+                envs: slice = slice(None)) -> torch.Tensor:  # fmt: skip
+        """reward, terminated, truncated: [n] of one step of the envs ``envs`` (all by default) -> scaled, clipped
+        float32 rewards [n]."""
+        scaled = self.reward(reward.to(torch.float32), terminated, truncated, envs)
         return scaled.clamp_(-self.reward_clip, self.reward_clip)
 
     def new_episodes(self) -> None:
@@ -99,3 +104,46 @@ class ObsRewardNormalizer:
     def normalizers(self) -> dict[str, Any]:
         """``{"obs": ObsNormalizer, "reward": RewardScaler}`` for ``make_checkpoint`` / ``restore``."""
         return {"obs": self.obs, "reward": self.reward}
+
+
+class VectorEnvs(EnvGroups):
+    """This rank's ``num_envs`` envs of a vector-observation task (``rlfast.algos.envgroups.EnvGroups``: env i seeded
+    ``run.env_seed + i``, in ``groups`` that take turns) behind CleanRL's wrappers: ``norm`` (an
+    ``ObsRewardNormalizer``, its statistics shared by all groups) normalizes their observations and scales their
+    rewards on ``run.device``; ``episodes`` keeps the raw returns of the last ``rows`` steps.
+
+    With more than one group the statistics take each group's observations and returns as they come, so a group's
+    observations are normalized with the statistics of this step's earlier groups counted and its later ones not
+    (rl_games' ``normalize_input`` under EnvPool's async mode does the same); with one group, gymnasium's vector
+    wrappers: each step's whole batch counted, then normalized."""
+
+    def __init__(self, run: Run, num_envs: int, groups: int = 1, num_threads: Optional[int] = None, rows: int = 1,
+                 gamma: float = 0.99, obs_clip: float = 10.0, reward_clip: float = 10.0,
+                 **env_kwargs: Any) -> None:  # fmt: skip
+        super().__init__(run, num_envs, groups, num_threads, **env_kwargs)
+        self.single_observation_space = self.pools[0].single_observation_space
+        self.single_action_space = self.pools[0].single_action_space
+        self.norm = ObsRewardNormalizer(self.single_observation_space.shape, num_envs, gamma, obs_clip, reward_clip,
+                                        run.device, world=run.world)  # fmt: skip
+        self.episodes = Episodes(num_envs, atari=False, rows=rows)
+
+    def reset(self) -> torch.Tensor:
+        """Resets every env; their first observations [N, *obs_shape] normalized (one update of the statistics)."""
+        obs = [pool.reset()[0].to(self.device) for pool in self.pools]
+        return self.norm.observations(torch.cat(obs))
+
+    def recv(self, row: int, group: Optional[slice] = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
+                                                                     torch.Tensor]:  # fmt: skip
+        """The results of ``group``'s step (None: all envs, with one group): (next observations normalized [n,
+        *obs_shape], rewards scaled [n], done [n] bool, terminated [n] bool: the part of done that is no time
+        limit, on the CPU a view into the pool's ring, valid until its second recv after this one: copy it), on the
+        device. Records the episode ends in ``row``."""
+        pool, group = self.pool(group), group or self.groups[0]
+        # o, r, terminated, truncated, info are views into the pool's ring, valid until its second step after this
+        # one; the normalizers read them here (float64 / float32 results, no view kept)
+        o, r, terminated, truncated, info = pool.recv()
+        term, trunc = terminated.to(self.device, non_blocking=True), truncated.to(self.device, non_blocking=True)
+        obs = self.norm.observations(o.to(self.device, non_blocking=True))
+        reward = self.norm.rewards(r.to(self.device, non_blocking=True), term, trunc, group)
+        self.episodes.record(row, terminated, truncated, info, envs=group)
+        return obs, reward, torch.logical_or(term, trunc), term

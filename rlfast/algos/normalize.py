@@ -153,14 +153,17 @@ class RewardScaler:
         self.epsilon = epsilon
         self.update = True
 
-    def __call__(self, reward: torch.Tensor, terminated: torch.Tensor, truncated: torch.Tensor) -> torch.Tensor:
-        """reward, terminated, truncated: [num_envs] -> scaled reward [num_envs] (reward's dtype)."""
-        active = ~self.prev_dones
-        new_returns = self.returns * self.gamma * (1 - terminated.to(self.returns.dtype)) + reward
-        self.returns = torch.where(active, new_returns.to(self.returns.dtype), self.returns)
+    def __call__(self, reward: torch.Tensor, terminated: torch.Tensor, truncated: torch.Tensor,
+                 envs: slice = slice(None)) -> torch.Tensor:  # fmt: skip
+        """reward, terminated, truncated: [n] of the envs ``envs`` (all of them by default) -> scaled reward [n]
+        (reward's dtype). The statistics take those envs' returns (a group's, ``rlfast.algos.envgroups``)."""
+        returns, active = self.returns[envs], ~self.prev_dones[envs]
+        new_returns = returns * self.gamma * (1 - terminated.to(returns.dtype)) + reward
+        returns = torch.where(active, new_returns.to(returns.dtype), returns)
+        self.returns[envs] = returns
         if self.update:
-            self.rms.update(self.returns, mask=active)
-        self.prev_dones = terminated | truncated
+            self.rms.update(returns, mask=active)
+        self.prev_dones[envs] = terminated | truncated
         return (reward / torch.sqrt(self.rms.var + self.epsilon)).to(reward.dtype)
 
     def state_dict(self) -> dict[str, Any]:

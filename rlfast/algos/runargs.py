@@ -129,6 +129,26 @@ class FrameNormArgs(Flags):
     target network gets them at its updates)"""
 
 
+@dataclass
+class EnvGroupArgs(Flags):
+    """``--env-groups``, for the trainers whose rollout takes turns between groups of envs
+    (``rlfast.algos.envgroups.EnvGroups``: ``scripts/ppo_atari.py``, ``scripts/ppo_continuous.py``)."""
+
+    env_groups: int = bounded(1, low=1)
+    """split the envs into this many groups, each its own pool with its share of --num-threads (at least one
+    thread): while one group's envs step, the next group's actions are computed (each env's trajectory the one it
+    has in one pool; acting on smaller batches rounds differently, and ppo_continuous.py's observation statistics
+    take each group's observations as they come; configs/pong_cpu.toml and configs/ant_cpu.toml: 2, for a 2-core
+    CPU, where acting for one group beside the other's stepping hides most of acting)"""
+
+    def validate(self) -> list[str]:
+        problems = super().validate()
+        envs = getattr(self, "local_num_envs", None) or getattr(self, "num_envs", 1)  # each rank's envs are split
+        if not problems and envs % self.env_groups:
+            problems.append(f"--env-groups {self.env_groups} does not divide the {envs} envs into equal groups")
+        return problems
+
+
 RUN_COMPLETE = "iterations asked for; raise --total-timesteps to continue it"
 """how the refusal to resume a run that holds every iteration asked for ends (benchmarks/bench_learning.py reads
 it in a trainer's log)"""

@@ -149,3 +149,56 @@ def test_new_episodes_and_state_round_trip():
     other.new_episodes()
     assert torch.equal(other.reward.returns, torch.zeros(2)) and not other.reward.prev_dones.any()
     assert torch.equal(other.reward.rms.var, norm.reward.rms.var)  # the statistics are kept
+
+
+def vector_envs(num_envs: int, groups: int):
+    """VectorEnvs of Hopper-v5 (episodes of at most MAX_STEPS) on the CPU, built on the few things of a Run it uses."""
+    from types import SimpleNamespace
+
+    import rlfast
+    from rlfast.algos.continuous import VectorEnvs
+    from rlfast.algos.distributed import World
+
+    def make_env(n, *, num_threads, seed):
+        return rlfast.make(TASK, n, num_threads=num_threads, seed=seed, max_episode_steps=MAX_STEPS)
+
+    run = SimpleNamespace(make_env=make_env, world=World(), env_seed=3, device=torch.device("cpu"))
+    return VectorEnvs(run, num_envs, groups, num_threads=groups, rows=1)
+
+
+def test_env_groups_step_one_pools_envs_and_keep_its_statistics():
+    """VectorEnvs in 2 groups of 3 against one pool of 6, the same actions: each env's raw trajectory is the same
+    (episode ends, raw returns); the statistics, counted group by group, end each step where one pool's do (Chan's
+    rule combines the two batches into the whole step's: float64, to its rounding); the last group, normalized
+    with the whole step counted, gets one pool's observations and rewards; the first group's observations are
+    normalized with only its own counted (VectorEnvs' docstring), so they differ, a little."""
+    one, two = vector_envs(6, 1), vector_envs(6, 2)
+    try:
+        assert [p.num_envs for p in two.pools] == [3, 3] and two.groups == [slice(0, 3), slice(3, 6)]
+        torch.testing.assert_close(two.reset(), one.reset(), rtol=1e-5, atol=1e-5)
+        gen = torch.Generator().manual_seed(0)
+        first_apart, ends = 0.0, 0
+        for step in range(3 * MAX_STEPS):
+            action = torch.rand((6, *one.single_action_space.shape), generator=gen) * 2 - 1
+            one.send(action)
+            obs1, rew1, done1, term1 = (t.clone() for t in one.recv(0))
+            for g in two.groups:
+                two.send(action[g], g)
+            results = [tuple(t.clone() for t in two.recv(0, g)) for g in two.groups]
+            obs2, rew2, done2, term2 = (torch.cat(parts) for parts in zip(*results))
+            assert torch.equal(done2, done1) and torch.equal(term2, term1), step
+            assert torch.equal(two.episodes.table[1], one.episodes.table[1]), step  # raw returns of the ended ones
+            for a, b in [(two.norm.obs.rms, one.norm.obs.rms), (two.norm.reward.rms, one.norm.reward.rms)]:
+                torch.testing.assert_close(a.count, b.count, rtol=0, atol=0)
+                torch.testing.assert_close(a.mean, b.mean, rtol=1e-10, atol=1e-12)
+                torch.testing.assert_close(a.var, b.var, rtol=1e-10, atol=1e-12)
+            torch.testing.assert_close(two.norm.reward.returns, one.norm.reward.returns, rtol=1e-6, atol=1e-6)
+            torch.testing.assert_close(obs2[3:], obs1[3:], rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(rew2[3:], rew1[3:], rtol=1e-5, atol=1e-6)
+            first_apart = max(first_apart, (obs2[:3] - obs1[:3]).abs().max().item())
+            ends += int(done1.sum())
+        assert ends > 6  # episodes ended (and restarted) along the way
+        assert first_apart > 1e-4  # the first group's normalization does differ (statistics without the second)
+    finally:
+        for pool in one.pools + two.pools:
+            pool.close()

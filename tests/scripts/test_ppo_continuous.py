@@ -125,6 +125,24 @@ def test_options_beyond_cleanrl_run_and_resume(run, tmp_path):
     assert proc.returncode == 1 and "--kl-adaptive-lr sets the learning rate itself" in proc.stderr
 
 
+def test_env_groups_run_two_pools_and_resume(run, tmp_path):
+    """--env-groups 2: 4 envs in two pools of 2 that take turns (the statistics and trajectories against one pool's:
+    tests/algos/test_continuous.py); the run trains, checkpoints every env's observations counted and resumes; a
+    group count that does not divide the envs is refused."""
+    flags = [*TINY, *TASK, "--num-envs", "4", "--env-groups", "2"]
+    proc = run("ppo_continuous.py", *flags, "--total-timesteps", "128", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("EnvPool('InvertedPendulum-v5', num_envs=2") == 2, proc.stdout
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    ckpt = load_checkpoint(run_dir / "checkpoint.pt")
+    assert ckpt["args"]["env_groups"] == 2 and obs_count(ckpt) == pytest.approx(4 * (1 + 32))  # reset + 2 x 16 steps
+    proc = run("ppo_continuous.py", "--resume", str(run_dir), "--total-timesteps", "256", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert obs_count(load_checkpoint(run_dir / "checkpoint.pt")) == pytest.approx(4 * (1 + 32) * 2)  # + a reset
+    proc = run("ppo_continuous.py", *TINY, *TASK, "--num-envs", "4", "--env-groups", "3", cwd=tmp_path)
+    assert proc.returncode == 1 and "--env-groups 3 does not divide the 4 envs" in proc.stderr, proc.stderr
+
+
 def test_final_logstd_schedules_the_std_instead_of_learning_it(run, tmp_path, load_script):
     # 4 iterations from -1 to -3: the checkpoint (after the last) holds the last iteration's value, -3 exactly,
     # untouched by the 4 updates; the schedule itself is linear in the iteration.
