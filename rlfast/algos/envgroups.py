@@ -35,7 +35,6 @@ class EnvGroups:
         self.pools = [run.make_env(n, num_threads=self.group_threads, seed=run.env_seed + g * n, **env_kwargs)
                       for g in range(groups)]  # fmt: skip
         self.groups = [slice(g * n, (g + 1) * n) for g in range(groups)]
-        self.num_envs = num_envs
         self.device = run.device
 
     def pool(self, group: Optional[slice] = None) -> rlfast.EnvPool:

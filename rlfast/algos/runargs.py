@@ -138,8 +138,8 @@ class EnvGroupArgs(Flags):
     """split the envs into this many groups, each its own pool with its share of --num-threads (at least one
     thread): while one group's envs step, the next group's actions are computed (each env's trajectory the one it
     has in one pool; acting on smaller batches rounds differently, and ppo_continuous.py's observation statistics
-    take each group's observations as they come; configs/pong_cpu.toml and configs/ant_cpu.toml: 2, for a 2-core
-    CPU, where acting for one group beside the other's stepping hides most of acting)"""
+    take each group's observations as they come; configs/pong_cpu.toml: 2, for a 2-core CPU, where acting for
+    one group beside the other's stepping hides most of acting)"""
 
     def validate(self) -> list[str]:
         problems = super().validate()
