@@ -75,6 +75,9 @@ class Args:
     """also run this peer's recipe on the same seeds: rl_games"""
     peer_python: str = sys.executable
     """the Python that has the peer installed (rl_games: pip install rl-games; envpool)"""
+    peer_flags: tuple[str, ...] = ()
+    """more flags for the peer's command (benchmarks/peers/rlgames_demo.py --help), written with an equals sign:
+    --peer-flags=--no-contact-forces"""
     preset: Optional[str] = None
     """another rlfast preset than the demo's (to compare presets)"""
     evaluate: int = 10
@@ -136,7 +139,7 @@ def run_one(system: str, args: Args, seed: int, folder: Path) -> dict:
                    "--seed", str(seed), "--target-return", str(threshold), "--runs-dir", "runs"]
     else:
         command = [args.peer_python, str(ROOT / "benchmarks" / "peers" / "rlgames_demo.py"), "--task", args.demo,
-                   "--seed", str(seed), "--out", "train"]  # fmt: skip (relative: cwd is run_dir)
+                   "--seed", str(seed), *args.peer_flags, "--out", "train"]  # fmt: skip (relative: cwd is run_dir)
     log = (run_dir / "log.txt").open("w")
     start = time.time()
     # The run has a session of its own (a terminal's Ctrl-C reaches this process only), so it is stopped from here:
@@ -300,6 +303,8 @@ def main(args: Args) -> None:
                          f"{args.evaluate}")  # fmt: skip
     if args.peer not in (None, "rl_games"):
         raise SystemExit(f"--peer must be rl_games, got {args.peer!r}")
+    if args.peer_flags and not args.peer:
+        raise SystemExit(f"--peer-flags {' '.join(args.peer_flags)} need a --peer to pass them to")
     folder = ROOT / args.out / args.demo if not Path(args.out).is_absolute() else Path(args.out) / args.demo
     folder.mkdir(parents=True, exist_ok=True)
     machine = cpu()

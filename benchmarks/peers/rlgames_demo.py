@@ -10,7 +10,11 @@ where a CPU-only machine or the comparison needs it (each printed at the start):
 - ``score_to_win``: the demo's threshold, so it stops there as rlfast's ``--target-return`` does
   (rl_games stops when the mean is above it; rlfast at or above);
 - ``env_name`` Ant-v5 for Ant (the recipe names Ant-v4; the comparison is on the same task), ``seed``;
-- ``max_frames``: a cap on env steps.
+- ``max_frames``: a cap on env steps;
+- with ``--no-contact-forces`` (Ant only), EnvPool's ``use_contact_force`` off: the 27-value observation of the
+  recipe's Ant-v4 and of rlfast's ``configs/ant_cpu.toml``, instead of Ant-v5's 105 with the 78 contact forces.
+  EnvPool then also leaves the contact cost out of the reward (gymnasium's Ant-v5, rlfast's, keeps it whatever the
+  observation): a few points per episode in rl_games' favour.
 
     python benchmarks/peers/rlgames_demo.py --task pong --seed 1 --out results/demo_rlgames/pong_seed1
 
@@ -38,7 +42,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", required=True, help="folder for rl_games' train dir and events")
     parser.add_argument("--max-steps", type=int, default=20_000_000, help="env steps cap")
+    parser.add_argument("--no-contact-forces", action="store_true",
+                        help="Ant: EnvPool's use_contact_force off (27 observation values, no contact cost)")
     args = parser.parse_args()
+    if args.no_contact_forces and args.task != "ant":
+        parser.error(f"--no-contact-forces is for --task ant, got --task {args.task}")
 
     import tensorboardX
 
@@ -63,6 +71,9 @@ def main() -> None:
     params["params"]["seed"] = args.seed
     config["env_config"]["env_name"] = env_id
     config["env_config"].pop("seed", None)
+    if args.no_contact_forces:
+        print(f"rl_games {name}: env_config use_contact_force (unset: EnvPool's default, on for Ant-v5) -> False")
+        config["env_config"]["use_contact_force"] = False
     for key, value in changes.items():
         print(f"rl_games {name}: {key} {config.get(key, '(unset)')} -> {value}")
         config[key] = value

@@ -86,6 +86,23 @@ def test_the_report_keeps_every_row_measured_in_the_folder(load_bench, tmp_path)
     assert "| rl_games | 1 | no | not in 12.0 | (4,000,000 run) |" in table
 
 
+def test_the_peer_gets_its_flags_before_its_out_folder(load_bench, tmp_path):
+    bench = load_bench("bench_demo.py")
+    peer = tmp_path / "peer_python"  # stands in for the peer's Python: records the command it was given
+    peer.write_text('#!/bin/sh\necho "$@" > argv.txt\n')
+    peer.chmod(0o755)
+    args = bench.Args(demo="ant", seeds=(2,), out=str(tmp_path / "out"), peer="rl_games", peer_python=str(peer),
+                      peer_flags=("--no-contact-forces",), cap_minutes=1.0)  # fmt: skip
+    row = bench.run_one("rl_games", args, 2, tmp_path / "out" / "ant")
+    argv = (tmp_path / "out" / "ant" / "rl_games_seed2" / "argv.txt").read_text().split()
+    assert argv[0].endswith("rlgames_demo.py")
+    assert argv[1:] == ["--task", "ant", "--seed", "2", "--no-contact-forces", "--out", "train"]
+    assert row["command"].endswith("rlgames_demo.py --task ant --seed 2 --no-contact-forces")  # the table's command
+    assert not row["reached"] and row["curve"] == []  # no events written
+    with pytest.raises(SystemExit, match="--peer-flags --no-contact-forces need a --peer"):
+        bench.main(bench.Args(demo="ant", out=str(tmp_path / "x"), peer_flags=("--no-contact-forces",)))
+
+
 def test_ctrl_c_to_the_benchmark_stops_its_run_too(tmp_path):
     # the run has a session of its own (a terminal's Ctrl-C reaches the benchmark only): the benchmark must stop it
     root = Path(__file__).resolve().parents[2]
