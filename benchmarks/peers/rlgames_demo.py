@@ -14,7 +14,8 @@ where a CPU-only machine or the comparison needs it (each printed at the start):
 - with ``--no-contact-forces`` (Ant only), EnvPool's ``use_contact_force`` off: the 27-value observation of the
   recipe's Ant-v4 and of rlfast's ``configs/ant_cpu.toml``, instead of Ant-v5's 105 with the 78 contact forces.
   EnvPool then also leaves the contact cost out of the reward (gymnasium's Ant-v5, rlfast's, keeps it whatever the
-  observation): a few points per episode in rl_games' favour.
+  observation): in rl_games' favour by at most 0.042 a step, 42 over a 1,000-step episode (a weight of
+  5e-4 on at most 84 squared contact forces clipped to [-1, 1]).
 
     python benchmarks/peers/rlgames_demo.py --task pong --seed 1 --out results/demo_rlgames/pong_seed1
 
