@@ -318,6 +318,9 @@ def main(args: Args) -> None:
             print(f"  {'reached' if r['reached'] else 'not reached'}"
                   + (f" in {r['minutes']:.2f} min at {r['steps']:,} steps" if r["reached"] else "")
                   + f"; {r['sps'] or 0:,.0f} steps/s", flush=True)  # fmt: skip
+            if not r["capped"] and not r["reached"] and r["returncode"] != 0:
+                print(f"  {system} exited with code {r['returncode']} before the cap: its log is "
+                      f"{folder / f'{system}_seed{seed}' / 'log.txt'}", flush=True)
             if system == "rlfast" and args.evaluate > 0:
                 for mode in EVALUATIONS:
                     evaluate(folder / f"{system}_seed{seed}", args.evaluate, mode)
