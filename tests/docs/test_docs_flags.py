@@ -3,8 +3,6 @@
 
 import importlib.util
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,11 +19,9 @@ def hooks():
     return module
 
 
-def help_entries(script: str) -> dict[str, str]:
-    """``--help``'s entries: each option name (at the start of an entry, not one named in a help text) -> the
-    entry's text, its wrapped lines joined."""
-    out = subprocess.run([sys.executable, str(ROOT / "scripts" / script), "--help"], capture_output=True, text=True,
-                         timeout=120, env={"COLUMNS": "250", "PATH": "/usr/bin:/bin"}, check=True).stdout  # fmt: skip
+def help_entries(out: str) -> dict[str, str]:
+    """``--help``'s entries (its text ``out``): each option name (at the start of an entry, not one named in a help
+    text) -> the entry's text, its wrapped lines joined."""
     entries, names = {}, None
     for line in out.splitlines():
         if m := re.match(r"^│ (--[\w-]+(?:, --[\w-]+)*)", line):
@@ -39,12 +35,12 @@ def help_entries(script: str) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("script", TRAINERS)
-def test_the_generated_table_lists_the_flags_of_help(hooks, script):
+def test_the_generated_table_lists_the_flags_of_help(hooks, trainer_help, script):
     table = hooks.flags_table(script)
     documented = set()
     for flag, kind in re.findall(r"^\| `(--[\w-]+)` \| ((?:[^|\\]|\\.)+) \|", table, re.MULTILINE):
         documented |= {flag, "--no-" + flag[2:]} if kind.strip() == "bool" else {flag}
-    entries = help_entries(script)
+    entries = help_entries(trainer_help(script))
     assert len(entries) > 25, entries  # the parse found the options, not a few words of a help text
     assert documented == set(entries), (sorted(documented - set(entries)), sorted(set(entries) - documented))
     for flag, _, default, _ in hooks.flag_rows(script):  # each row's default is the one --help shows

@@ -13,8 +13,8 @@ from rlfast.algos.checkpoint import load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.run_defaults(timeout=240, one_thread=True)
-START = 40_960
-"""env steps of a member before its first PBT step (80 of its batches of 512)"""
+START = 20_480
+"""env steps of a member before its first PBT step (40 of its batches of 512)"""
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +22,7 @@ def pbt_run(run_in_new_dir):
     return run_in_new_dir("appo_pbt", "appo.py", "--config", str(ROOT / "configs" / "cartpole_appo.toml"),
                           "--pbt-population", "2", "--pbt-start", str(START), "--pbt-period", str(START),
                           "--pbt-objective-episodes", "20", "--pbt-set", "1:learning_rate=1e-7",
-                          "--total-timesteps", str(2 * 60 * 1024), "--num-threads", "1",
+                          "--total-timesteps", str(2 * 30 * 1024), "--num-threads", "1",
                           "--runs-dir", "runs")  # fmt: skip
 
 
@@ -57,11 +57,11 @@ def test_checkpoint_holds_every_member_resumes_and_plays_any(run, pbt_run):
     ckpt = load_checkpoint(run_dir)
     assert set(ckpt["models"]) == {"agent", "agent_1"} and set(ckpt["optimizers"]) == {"optimizer", "optimizer_1"}
     state = ckpt["states"]["pbt"]
-    assert state["steps"] == [60 * 1024] * 2 and state["replacements"] == 1 and len(state["returns"][1]) == 20
-    proc = run("appo.py", "--resume", str(run_dir), "--total-timesteps", str(2 * 64 * 1024), cwd=run_dir.parent.parent)
+    assert state["steps"] == [30 * 1024] * 2 and state["replacements"] == 1 and len(state["returns"][1]) == 20
+    proc = run("appo.py", "--resume", str(run_dir), "--total-timesteps", str(2 * 34 * 1024), cwd=run_dir.parent.parent)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     resumed = load_checkpoint(run_dir)["states"]["pbt"]
-    assert resumed["steps"] == [64 * 1024] * 2 and resumed["hparams"] == state["hparams"]  # no PBT step due yet
+    assert resumed["steps"] == [34 * 1024] * 2 and resumed["hparams"] == state["hparams"]  # no PBT step due yet
     for policy in ("0", "1"):
         proc = run("evaluate.py", str(run_dir), "--policy", policy, "--episodes", "2", cwd=run_dir.parent.parent)
         assert proc.returncode == 0, proc.stdout + proc.stderr

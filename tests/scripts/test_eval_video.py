@@ -3,9 +3,6 @@ offline) and ``evaluate.py --video``, each through a real trainer run."""
 
 import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -13,18 +10,14 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from rlfast.algos.checkpoint import save_checkpoint
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPTS = ROOT / "scripts"
 imageio = pytest.importorskip("imageio.v2")
 pytest.importorskip("imageio_ffmpeg")
 
 
-def run(script, *args, cwd, env=None, timeout=300):
-    return subprocess.run([sys.executable, str(SCRIPTS / script), *args], capture_output=True, text=True, cwd=cwd,
-                          env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}, timeout=timeout)  # fmt: skip
+pytestmark = pytest.mark.run_defaults(timeout=300, one_thread=True)
 
 
-def test_eval_every_logs_greedy_returns_at_its_iterations(tmp_path, run_dir_of):
+def test_eval_every_logs_greedy_returns_at_its_iterations(run, tmp_path, run_dir_of):
     proc = run("ppo.py", "--num-envs", "4", "--num-steps", "32", "--total-timesteps", "1280", "--eval-every", "4",
                "--eval-episodes", "3", cwd=tmp_path)  # fmt: skip
     run_dir = run_dir_of(proc, tmp_path)
@@ -43,7 +36,7 @@ def running_max(values):
     return [max(values[: i + 1]) for i in range(len(values))]
 
 
-def test_eval_every_keeps_the_best_evaluated_policy_as_best_pt_across_a_resume(tmp_path, run_dir_of):
+def test_eval_every_keeps_the_best_evaluated_policy_as_best_pt_across_a_resume(run, tmp_path, run_dir_of):
     proc = run("ppo.py", "--num-envs", "4", "--num-steps", "32", "--total-timesteps", "1280", "--eval-every", "2",
                "--eval-episodes", "3", "--seed", "3", cwd=tmp_path)  # fmt: skip
     run_dir = run_dir_of(proc, tmp_path)
@@ -77,13 +70,13 @@ def test_eval_every_keeps_the_best_evaluated_policy_as_best_pt_across_a_resume(t
 
 
 @pytest.fixture(scope="module")
-def video_run(tmp_path_factory):
+def video_run(run, tmp_path_factory):
     """Pong: 4 iterations with --capture-video (at iterations 2 and 4) and --track to an offline W&B run."""
     pytest.importorskip("wandb")
     tmp = tmp_path_factory.mktemp("video")
     proc = run("ppo_atari.py", "--num-envs", "2", "--num-steps", "16", "--total-timesteps", "128", "--eval-every", "2",
                "--eval-episodes", "1", "--capture-video", "--track", cwd=tmp,
-               env={"WANDB_MODE": "offline"})  # fmt: skip
+               env={**os.environ, "WANDB_MODE": "offline"})  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (run_dir,) = (tmp / "runs").iterdir()
     return run_dir, proc
@@ -120,7 +113,7 @@ def test_track_logs_scalars_config_and_videos_to_an_offline_wandb_run(video_run)
     assert "wandb sync" in proc.stdout + proc.stderr  # W&B says how to upload it later
 
 
-def test_evaluate_writes_a_video_of_the_game(video_run, tmp_path):
+def test_evaluate_writes_a_video_of_the_game(run, video_run, tmp_path):
     run_dir, _ = video_run
     out = tmp_path / "pong.mp4"
     proc = run("evaluate.py", str(run_dir), "--episodes", "2", "--video", str(out), cwd=tmp_path)
@@ -136,7 +129,7 @@ def test_evaluate_writes_a_video_of_the_game(video_run, tmp_path):
     (["--video", "x.avi"], "--video must name an .mp4 file, got 'x.avi'"),
     (["--video", "x.mp4", "--video-episodes", "3"], "--video-episodes must be in [1, --episodes=2], got 3"),
 ])  # fmt: skip
-def test_evaluate_refuses_bad_video_flags(video_run, tmp_path, flags, message):
+def test_evaluate_refuses_bad_video_flags(run, video_run, tmp_path, flags, message):
     run_dir, _ = video_run
     proc = run("evaluate.py", str(run_dir), "--episodes", "2", *flags, cwd=tmp_path)
     assert proc.returncode == 1 and proc.stderr.strip() == f"error: {message}"

@@ -6,8 +6,6 @@ its Args' base classes."""
 import dataclasses
 import inspect
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -42,10 +40,9 @@ def test_every_flag_of_a_trainer_is_read(load_script, script):
 
 
 @pytest.mark.parametrize("script", TRAINERS)
-def test_help_lists_the_args_fields(script):
+def test_help_lists_the_args_fields(trainer_help, script):
     """The --help the test above stands for: each field is a flag there (tyro writes --field-name)."""
-    out = subprocess.run([sys.executable, str(ROOT / "scripts" / script), "--help"], capture_output=True, text=True,
-                         timeout=120, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"}).stdout  # fmt: skip
+    out = trainer_help(script)
     assert "--total-timesteps" in out and "--seed" in out
     cnn = "--channels-last" in out
     cnn_trainers = ("ppo_atari.py", "ppo_atari_lstm.py", "dqn_atari.py", "appo.py")

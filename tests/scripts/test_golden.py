@@ -96,14 +96,19 @@ def tensor_sums(tree, prefix=""):
     return out
 
 
-def trace(case: str, workdir: Path, env: Optional[dict] = None, extra: tuple[str, ...] = ()) -> dict:
+def trace(case: str, workdir: Path, env: Optional[dict] = None, extra: tuple[str, ...] = (), run=None) -> dict:
     """Runs one case in ``workdir`` (its own ``runs/``), with ``env`` added to the environment and ``extra``
-    flags appended, and returns its trace (see the module docstring)."""
+    flags appended, and returns its trace (see the module docstring). ``run``: the tests' ``run`` fixture (a fork
+    of a process that has the scripts' imports loaded, with the same environment), else a new interpreter."""
     script, *args = CASES[case]
     env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
     fp32 = FP32 if script in ("ppo_atari.py", "ppo_atari_lstm.py") else []
-    cmd = [sys.executable, str(ROOT / "scripts" / script), *args, *COMMON, *fp32, *extra]
-    proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=300, check=False)
+    flags = [*args, *COMMON, *fp32, *extra]
+    if run is not None:
+        proc = run(script, *flags, cwd=workdir, env=env, timeout=300)
+    else:
+        cmd = [sys.executable, str(ROOT / "scripts" / script), *flags]
+        proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (run_dir,) = (workdir / "runs").iterdir()
     acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
@@ -195,8 +200,8 @@ def recorded(case: str) -> dict:
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_trainer_matches_its_golden_trace(case, tmp_path):
-    got = trace(case, tmp_path)
+def test_trainer_matches_its_golden_trace(case, tmp_path, run):
+    got = trace(case, tmp_path, run=run)
     if os.environ.get("RLFAST_RECORD_GOLDEN") == "1":
         spread = recorded(case).get("spread", {}) if (GOLDEN / f"{case}.json").exists() else {}
         write_golden(case, {**got, "spread": spread})
@@ -208,9 +213,9 @@ def test_trainer_matches_its_golden_trace(case, tmp_path):
 
 
 @pytest.mark.parametrize("case", ["ppo", "ppo_atari", "ppo_continuous"])
-def test_a_clip_coefficient_change_fails_the_trace(case, tmp_path):
+def test_a_clip_coefficient_change_fails_the_trace(case, tmp_path, run):
     # A flag standing for a one-line change of the loss: the clip range 5% off the default (0.2 -> 0.21).
-    got, want = trace(case, tmp_path, extra=("--clip-coef", f"{CLIP_COEF[case] * 1.05:g}")), recorded(case)
+    got, want = trace(case, tmp_path, extra=("--clip-coef", f"{CLIP_COEF[case] * 1.05:g}"), run=run), recorded(case)
     assert not exact_mismatches(case, got, want), "too coarse: the change should pass the exact checks"
     worst = max(e / tolerance(want, group(q)) for q, e in scaled_errors(case, got, want).items())
     assert worst > MARGIN, f"a 5% change of the clip coefficient moves the trace only {worst:.1f}x its tolerance"
@@ -225,9 +230,9 @@ native bf16 the path rounds in float32 kernels (``FrameNet.round_bf16``): measur
 loss 0.0012, explained variance 0.011 on the AVX2 AMD EPYC."""
 
 
-def test_bf16_path_makes_the_float32_traces_first_update(tmp_path):
+def test_bf16_path_makes_the_float32_traces_first_update(tmp_path, run):
     # the same run with the CNN in bfloat16 and channels-last: the same rollout, losses within bf16 rounding
-    got, want = trace("ppo_atari", tmp_path, extra=("--bf16", "--channels-last")), recorded("ppo_atari")
+    got, want = trace("ppo_atari", tmp_path, extra=("--bf16", "--channels-last"), run=run), recorded("ppo_atari")
     structure = [m for m in exact_mismatches("ppo_atari", got, want) if not m.startswith("episode")]
     assert structure == []  # steps, tags, tensors (the episodes too, unless a rounding flipped a sampled action)
     first = min(step for rows in want["scalars"].values() for step, _ in rows)
