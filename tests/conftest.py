@@ -286,12 +286,29 @@ def run(request, zygotes):
         env = dict(os.environ if env is None else env)
         if defaults["one_thread"]:
             env["OMP_NUM_THREADS"] = "1"
-        cmd = [sys.executable, str(scripts / script), *args]
-        if zygotes is not None and (proc := zygotes.run(cmd, cwd, timeout, env)) is not None:
-            return proc
-        return subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env)
+        return _run_python(zygotes, scripts / script, args, cwd, timeout, env)
 
     return run_script
+
+
+def _run_python(zygotes, path: Path, args, cwd: Path, timeout: float, env: dict) -> subprocess.CompletedProcess:
+    """``python <path> <args>`` to its end, output captured as text: forked from ``zygotes`` unless None"""
+    cmd = [sys.executable, str(path), *map(str, args)]
+    if zygotes is not None and (proc := zygotes.run(cmd, cwd, timeout, env)) is not None:
+        return proc
+    return subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env)
+
+
+@pytest.fixture(scope="session")
+def run_file(zygotes):
+    """``run_file(path, *args, cwd=ROOT, timeout=300, env=None)``: ``python <path> <args>`` (a benchmark, say) run to
+    its end as ``run`` runs a trainer, forked from a ``Zygotes`` server (~3.5 s less than a new interpreter that
+    imports torch), with ``env`` (this process's environment by default); returns the ``CompletedProcess``."""
+
+    def run(path, *args, cwd: Path = ROOT, timeout: float = 300, env: Optional[dict] = None):
+        return _run_python(zygotes, Path(path), args, cwd, timeout, dict(os.environ if env is None else env))
+
+    return run
 
 
 @pytest.fixture(scope="session")

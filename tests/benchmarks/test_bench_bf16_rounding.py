@@ -2,18 +2,13 @@
 nearer the autocast than plain float32."""
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_table_has_every_path_and_layout():
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_bf16_rounding.py"), "--batch", "16", "--repeats", "1"],
-        check=False, capture_output=True, text=True, timeout=300, cwd=ROOT,
-    )  # fmt: skip
+def test_table_has_every_path_and_layout(run_file):
+    proc = run_file(ROOT / "benchmarks" / "bench_bf16_rounding.py", "--batch", "16", "--repeats", "1")
     assert proc.returncode == 0, proc.stderr
     rows = re.findall(r"^\| (autocast \(vs the other layout\)|rounded|float32) \| (NCHW|channels-last) \| ([\d.]+)% \| "
                       r"([\d.e+-]+) \| ([\d.e+-]+) \| ([\d.]+) \|$", proc.stdout, re.MULTILINE)  # fmt: skip

@@ -7,7 +7,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,15 +16,19 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = str(ROOT / "benchmarks" / "bench_envs.py")
 
 
-def run_bench(*args: str) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
-        [sys.executable, SCRIPT, *args], check=False, capture_output=True, text=True, timeout=180, cwd=ROOT
-    )
-    assert proc.returncode == 0, proc.stderr
-    return proc
+@pytest.fixture(scope="module")
+def run_bench(run_file):
+    """``run_bench(*args)``: bench_envs.py with ``args``, to its end (forked, ``run_file``), checked to exit 0"""
+
+    def run(*args: str, env=None) -> subprocess.CompletedProcess:
+        proc = run_file(SCRIPT, *args, timeout=180, env=env)
+        assert proc.returncode == 0, proc.stderr
+        return proc
+
+    return run
 
 
-def test_classic_control_table_and_json(tmp_path):
+def test_classic_control_table_and_json(run_bench, tmp_path):
     out = tmp_path / "bench.json"
     proc = run_bench(
         "--tasks", "CartPole-v1", "Pendulum-v1", "--num-envs", "4", "--seconds", "0.2", "--warmup", "0.05",
@@ -43,7 +46,7 @@ def test_classic_control_table_and_json(tmp_path):
         assert results["rlfast-sync"]["steps"] % 4 == 0 and results["rlfast-async"]["steps"] % 2 == 0
 
 
-def test_atari_mujoco_and_classic_in_one_run_with_plot(tmp_path):
+def test_atari_mujoco_and_classic_in_one_run_with_plot(run_bench, tmp_path):
     pytest.importorskip("matplotlib")  # .ci/run installs it (the bench extra)
     out, png = tmp_path / "bench.json", tmp_path / "sweep.png"
     # EnvPool rows are left out for speed; gym-async on Atari needs opencv (AtariPreprocessing).
@@ -84,29 +87,23 @@ def test_atari_mujoco_and_classic_in_one_run_with_plot(tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_missing_peer_is_skipped_with_a_note(tmp_path):
+def test_missing_peer_is_skipped_with_a_note(run_bench, tmp_path):
     # A module named envpool that fails to import shadows the installed one.
     (tmp_path / "envpool.py").write_text("raise ImportError('no envpool here')\n")
     env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    cmd = [sys.executable, SCRIPT, "--seconds", "0.1", "--warmup", "0", "--contenders", "envpool-sync", "rlfast-sync"]
-    proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
-    assert proc.returncode == 0, proc.stderr
+    proc = run_bench("--seconds", "0.1", "--warmup", "0", "--contenders", "envpool-sync", "rlfast-sync", env=env)
     assert re.search(r"\nenvpool-sync +skipped: no envpool here\n", proc.stdout), proc.stdout
     assert re.search(r"\nrlfast-sync +8 +8 ", proc.stdout), proc.stdout
 
 
-def test_rejects_unknown_contender_and_task():
-    proc = subprocess.run(
-        [sys.executable, SCRIPT, "--contenders", "nope"], check=False, capture_output=True, text=True, timeout=60
-    )
+def test_rejects_unknown_contender_and_task(run_file):
+    proc = run_file(SCRIPT, "--contenders", "nope", timeout=60)
     assert proc.returncode != 0 and "unknown contender" in proc.stderr
-    proc = subprocess.run(
-        [sys.executable, SCRIPT, "--tasks", "CartPol-v1"], check=False, capture_output=True, text=True, timeout=60
-    )
+    proc = run_file(SCRIPT, "--tasks", "CartPol-v1", timeout=60)
     assert proc.returncode != 0 and "did you mean 'CartPole-v1'" in proc.stderr
 
 
-def test_startup_rows(tmp_path):
+def test_startup_rows(run_bench, tmp_path):
     out = tmp_path / "startup.json"
     proc = run_bench("--tasks", "Pong-v5", "--startup", "4", "--contenders", "--json", str(out))
     assert "Pong-v5: start-up of 4 envs" in proc.stdout

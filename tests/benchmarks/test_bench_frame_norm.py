@@ -2,20 +2,21 @@
 times (the script itself exits non-zero where the kernel's values differ from torch's), bad flags named."""
 
 import re
-import subprocess
-import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = str(ROOT / "benchmarks" / "bench_frame_norm.py")
 
 
-def run(*flags: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, SCRIPT, *flags], check=False, capture_output=True, text=True, timeout=300,
-                          cwd=ROOT)  # fmt: skip
+@pytest.fixture(scope="module")
+def run(run_file):
+    """``run(*flags)``: bench_frame_norm.py with ``flags``, to its end (forked, ``run_file``)"""
+    return lambda *flags: run_file(SCRIPT, *flags)
 
 
-def test_table_has_a_row_per_batch_and_dtype():
+def test_table_has_a_row_per_batch_and_dtype(run):
     proc = run("--batches", "3", "17", "--repeats", "2", "--rounds", "1")
     assert proc.returncode == 0, proc.stderr
     rows = re.findall(r"^\| (\d+) \| (float32|bfloat16) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+)x \|$",
@@ -25,7 +26,7 @@ def test_table_has_a_row_per_batch_and_dtype():
     assert "1 thread(s)" in proc.stdout
 
 
-def test_bad_flags_are_named():
+def test_bad_flags_are_named(run):
     proc = run("--dtypes", "float16")
     assert proc.returncode != 0 and "'float16'" in proc.stderr, proc.stderr
     proc = run("--threads", "0")

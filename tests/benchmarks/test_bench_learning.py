@@ -20,13 +20,14 @@ BENCH = [*TASK, "--seeds", "1", "2"]
 TRAINER = ["--", "--num-envs", "4", "--num-steps", "64", "--no-cuda", "--save-minutes", "0"]
 
 
-def bench(out, *args):
-    return subprocess.run([sys.executable, SCRIPT, "--out", str(out), *args], check=False, capture_output=True,
-                          text=True, timeout=600, cwd=ROOT, env=ENV)  # fmt: skip
+@pytest.fixture(scope="module")
+def bench(run_file):
+    """``bench(out, *args)``: bench_learning.py with ``--out out`` and ``args``, to its end (forked, ``run_file``)"""
+    return lambda out, *args: run_file(SCRIPT, "--out", out, *args, timeout=600, env=ENV)
 
 
 @pytest.fixture(scope="module")
-def done(tmp_path_factory):
+def done(bench, tmp_path_factory):
     out = tmp_path_factory.mktemp("bench") / "cartpole"
     proc = bench(out, *BENCH, "--total-timesteps", "4096", *TRAINER)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -60,7 +61,7 @@ def test_each_seed_trains_and_the_table_summarizes_its_curve(done):
     assert sys.executable not in log and str(ROOT) not in log
 
 
-def test_a_second_call_reads_finished_seeds_back(done):
+def test_a_second_call_reads_finished_seeds_back(bench, done):
     out, _ = done
     before = json.loads((out / "curves.json").read_text())["runs"]
     proc = bench(out, *BENCH, "--total-timesteps", "4096", *TRAINER)
@@ -69,7 +70,7 @@ def test_a_second_call_reads_finished_seeds_back(done):
     assert [r["run_dir"] for r in after.values()] == [r["run_dir"] for r in before.values()]
 
 
-def test_compare_sets_another_groups_summary_beside_these_runs(done, tmp_path):
+def test_compare_sets_another_groups_summary_beside_these_runs(bench, done, tmp_path):
     out, _ = done
     other = tmp_path / "other"
     other.mkdir()
@@ -132,7 +133,7 @@ def test_episodes_logged_at_one_step_keep_their_order_in_the_window(load_bench, 
     assert run["final"] == pytest.approx(0.5) and run["best"] == pytest.approx(0.5)
 
 
-def test_greedy_evaluations_are_read_tabled_and_drawn(tmp_path):
+def test_greedy_evaluations_are_read_tabled_and_drawn(bench, tmp_path):
     """A trainer's --eval-every evaluations (eval/episodic_return): their curve in curves.json, the best (the
     earliest of equal ones) in a column of the table, drawn as dots beside the training curve."""
     from torch.utils.tensorboard import SummaryWriter
@@ -166,7 +167,7 @@ def columns(lines: list[str]) -> tuple[list[int], list[str]]:
     return marks, lines[5:]
 
 
-def test_an_unfinished_seed_is_resumed(tmp_path):
+def test_an_unfinished_seed_is_resumed(bench, tmp_path):
     out = tmp_path / "cartpole"
     proc = bench(out, *TASK, "--seeds", "1", "--total-timesteps", "512", *TRAINER)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -179,7 +180,7 @@ def test_an_unfinished_seed_is_resumed(tmp_path):
     assert again == run_dir and json.loads((out / "curves.json").read_text())["runs"]["1"]["steps"] == 1024
 
 
-def test_threads_named_after_the_separator_replace_the_cores_share(load_bench, tmp_path):
+def test_threads_named_after_the_separator_replace_the_cores_share(bench, load_bench, tmp_path):
     bl = load_bench("bench_learning.py")
     out = tmp_path / "cartpole"  # pinned to every core here, but told to use one thread
     proc = bench(out, *TASK, "--seeds", "1", "--total-timesteps", "512", *TRAINER, "--num-threads", "1",
@@ -198,7 +199,7 @@ def test_threads_named_after_the_separator_replace_the_cores_share(load_bench, t
     assert bl.threads_given(["x", "--num-threads", "2", "--torch-threads=2"]) == "2"
 
 
-def test_a_finished_seed_that_was_not_marked_counts_as_finished(tmp_path):
+def test_a_finished_seed_that_was_not_marked_counts_as_finished(bench, tmp_path):
     out = tmp_path / "cartpole"
     proc = bench(out, *TASK, "--seeds", "1", "--total-timesteps", "512", *TRAINER)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -210,7 +211,7 @@ def test_a_finished_seed_that_was_not_marked_counts_as_finished(tmp_path):
     assert (run_dir / "finished").exists() and "seed 1: finished" in proc.stdout
 
 
-def test_a_python_env_id_is_found_under_its_run_dir_name(tmp_path):
+def test_a_python_env_id_is_found_under_its_run_dir_name(bench, tmp_path):
     out = tmp_path / "python_env"  # gymnasium:CartPole-v1 runs in worker processes; its run dir names it without ':'
     proc = bench(out, "--script", "ppo.py", "--env-id", "gymnasium:CartPole-v1", "--jobs", "1", "--seeds", "1",
                  "--total-timesteps", "512", *TRAINER)  # fmt: skip
@@ -220,7 +221,7 @@ def test_a_python_env_id_is_found_under_its_run_dir_name(tmp_path):
     assert json.loads((out / "curves.json").read_text())["runs"]["1"]["steps"] == 512
 
 
-def test_a_run_that_ended_before_its_first_episode_is_reported_without_a_curve(tmp_path):
+def test_a_run_that_ended_before_its_first_episode_is_reported_without_a_curve(bench, tmp_path):
     out = tmp_path / "mountaincar"  # its episodes last 200 steps: none ends within 64
     proc = bench(out, "--script", "ppo.py", "--env-id", "MountainCar-v0", "--jobs", "1", "--seeds", "1",
                  "--total-timesteps", "64", "--", "--num-envs", "4", "--num-steps", "16", "--no-cuda",

@@ -4,8 +4,6 @@ import importlib.util
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,13 +14,14 @@ TINY = ["--num-envs", "2", "--num-steps", "16", "--iterations", "1", "--no-cuda"
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
-def run_bench(*args, env=ENV):
-    return subprocess.run([sys.executable, SCRIPT, *args], check=False, capture_output=True, text=True, timeout=300,
-                          cwd=ROOT, env=env)  # fmt: skip
+@pytest.fixture(scope="module")
+def run_bench(run_file):
+    """``run_bench(*args, env=ENV)``: bench_ppo.py with ``args``, to its end (forked, ``run_file``)"""
+    return lambda *args, env=ENV: run_file(SCRIPT, *args, env=env)
 
 
 @pytest.fixture(scope="module")
-def side_by_side(tmp_path_factory):
+def side_by_side(run_bench, tmp_path_factory):
     """one run of rlfast, a speed option of it (channels-last) and, where EnvPool is installed, CleanRL's reference:
     ``(results, stdout)``"""
     out = tmp_path_factory.mktemp("ppo") / "ppo.json"
@@ -48,7 +47,7 @@ def test_rlfast_and_cleanrl_reference_side_by_side(side_by_side):
     assert f"rlfast / cleanrl: {ratio:.2f}x" in stdout
 
 
-def test_missing_envpool_skips_the_reference_with_a_note(tmp_path):
+def test_missing_envpool_skips_the_reference_with_a_note(run_bench, tmp_path):
     # A module named envpool that fails to import shadows the installed one.
     (tmp_path / "envpool.py").write_text("raise ImportError('no envpool here')\n")
     env = {**ENV, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
@@ -69,7 +68,7 @@ def test_speed_options_are_contenders_of_their_own(side_by_side, tmp_path, load_
     assert "--channels-last" not in bench_ppo.contender_command("rlfast", args, 8, tmp_path)
 
 
-def test_rejects_bad_arguments(load_bench):
+def test_rejects_bad_arguments(run_bench, load_bench):
     proc = run_bench("--contenders", "sb3")  # from the command line: the message, no traceback, a failed status
     assert proc.returncode != 0 and "unknown contender(s) ['sb3']" in proc.stderr and "Traceback" not in proc.stderr
     bench_ppo = load_bench("bench_ppo.py")

@@ -1,20 +1,16 @@
 """Smoke test of benchmarks/bench_pyenvs.py: tiny budgets, real measurements, the table with its ratios."""
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = str(ROOT / "benchmarks" / "bench_pyenvs.py")
+SCRIPT = ROOT / "benchmarks" / "bench_pyenvs.py"
+OVERHEAD = ROOT / "benchmarks" / "bench_pyenv_overhead.py"
 
 
-def test_cartpole_table_with_every_ratio():
-    proc = subprocess.run(
-        [sys.executable, SCRIPT, "--tasks", "CartPole-v1", "--num-envs", "2", "4", "--seconds", "0.2", "--warmup",
-         "0.05", "--contenders", "single", "loop-per-core", "rlfast", "rlfast-async", "gym-async"],
-        check=False, capture_output=True, text=True, timeout=300, cwd=ROOT,
-    )  # fmt: skip
+def test_cartpole_table_with_every_ratio(run_file):
+    proc = run_file(SCRIPT, "--tasks", "CartPole-v1", "--num-envs", "2", "4", "--seconds", "0.2", "--warmup", "0.05",
+                    "--contenders", "single", "loop-per-core", "rlfast", "rlfast-async", "gym-async")  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert re.search(r"CartPole-v1 \(one env alone in one process: [\d,]+ steps/s\)", out)
@@ -26,14 +22,11 @@ def test_cartpole_table_with_every_ratio():
         assert re.search(rf"^\| {re.escape(row)} \| \d+% \| \d+% \|$", out, re.M), row
 
 
-def test_pool_overhead_is_measured_per_env_step():
+def test_pool_overhead_is_measured_per_env_step(run_file):
     # 1 s: the workers' CPU time is counted in the kernel's 10 ms ticks, and a 0.3 s sample beside a loaded machine's
     # other work once gave them none (0.00 us a step)
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_pyenv_overhead.py"), "--num-envs", "4", "--num-workers",
-         "2", "--seconds", "1.0", "--warmup", "0.1"],
-        check=False, capture_output=True, text=True, timeout=120, cwd=ROOT,
-    )  # fmt: skip
+    proc = run_file(OVERHEAD, "--num-envs", "4", "--num-workers", "2", "--seconds", "1.0", "--warmup", "0.1",
+                    timeout=120)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     found = re.search(r"N = 4, batch 4, 2 worker\(s\): ([\d,]+) steps/s; CPU per env step: main process ([\d.]+) us, "
                       r"workers ([\d.]+) us", proc.stdout)  # fmt: skip
@@ -41,12 +34,9 @@ def test_pool_overhead_is_measured_per_env_step():
     assert int(found.group(1).replace(",", "")) > 0 and float(found.group(3)) > 0  # the workers' CPU was counted
 
 
-def test_a_real_envs_time_is_split_between_the_pool_and_the_env():
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_pyenv_overhead.py"), "--task", "CartPole-v1",
-         "--num-envs", "4", "--num-workers", "2", "--batch-size", "2", "--seconds", "1.0", "--warmup", "0.1"],
-        check=False, capture_output=True, text=True, timeout=120, cwd=ROOT,
-    )  # fmt: skip
+def test_a_real_envs_time_is_split_between_the_pool_and_the_env(run_file):
+    proc = run_file(OVERHEAD, "--task", "CartPole-v1", "--num-envs", "4", "--num-workers", "2", "--batch-size", "2",
+                    "--seconds", "1.0", "--warmup", "0.1", timeout=120)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     found = re.search(r"CartPole-v1, N = 4, batch 2, 2 worker\(s\): [\d,]+ steps/s; .*; workers busy ([\d.]+) / "
                       r"([\d.]+) of a core; env.step ([\d.]+) us, reset (\d+) us in the workers, ([\d.]+) us / "
