@@ -27,12 +27,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 SLOWEST_FILES = (
     "tests/benchmarks/test_bench_faults.py", "tests/benchmarks/test_bench_learning.py", "tests/scripts/test_appo.py",
-    "tests/scripts/test_dqn.py", "tests/benchmarks/test_bench_pbt.py", "tests/scripts/test_torchrun.py",
-    "tests/scripts/test_eval_video.py", "tests/scripts/test_golden.py", "tests/benchmarks/test_bench_ppo.py",
-    "tests/scripts/test_appo_pbt.py", "tests/benchmarks/test_bench_envs.py",
+    "tests/scripts/test_dqn.py", "tests/scripts/test_dqn_atari.py", "tests/scripts/test_ppo_atari.py",
+    "tests/scripts/test_eval_video.py", "tests/benchmarks/test_bench_pbt.py", "tests/scripts/test_torchrun.py",
+    "tests/benchmarks/test_bench_demo.py", "tests/scripts/test_golden.py", "tests/scripts/test_ppo.py",
 )  # fmt: skip
-"""The files whose tests take longest (30-125 s each on one core, of a 17-25 minute suite, on an Intel Xeon and an AMD
-EPYC), slowest first. Under pytest-xdist's ``--dist loadfile`` a file is one unit of work: these go to the
+"""The files whose tests take longest (50-120 s each beside another worker, of a 27-minute sum, on an AMD EPYC
+with AVX2), slowest first. Under pytest-xdist's ``--dist loadfile`` a file is one unit of work: these go to the
 workers first and the many short files last, so that no worker is left alone with one of them at the end (xdist's
 own order, the files with the most tests first, started the 1-test bench_pbt file last: 46 s of a 535-s run with
 one worker idle). Files not named keep their collection order."""

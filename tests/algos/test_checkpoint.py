@@ -167,15 +167,13 @@ def test_resumed_update_is_bit_identical_to_uninterrupted(tmp_path):
         assert torch.equal(a, b), name
 
 
-def run_ppo(*extra, cwd):
-    cmd = [sys.executable, str(ROOT / "scripts" / "ppo.py"), "--num-envs", "4", "--num-steps", "16", "--no-cuda",
-           "--torch-threads", "1", *extra]  # fmt: skip
-    proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=180, cwd=cwd)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc
+def test_resume_continues_the_run_deterministically(run, tmp_path):
+    def run_ppo(*extra, cwd):
+        proc = run("ppo.py", "--num-envs", "4", "--num-steps", "16", "--no-cuda", "--torch-threads", "1", *extra,
+                   cwd=cwd)  # fmt: skip
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc
 
-
-def test_resume_continues_the_run_deterministically(tmp_path):
     run_ppo("--total-timesteps", "192", "--save-interval", "2", "--runs-dir", str(tmp_path / "runs"), cwd=tmp_path)
     (run_dir,) = (tmp_path / "runs").iterdir()
     mid = load_checkpoint(run_dir / "checkpoint_000002.pt")

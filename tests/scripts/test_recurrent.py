@@ -11,7 +11,6 @@ the test can fail.
 
 import importlib.util
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -49,7 +48,7 @@ def sharpen(make_agent):
 
 
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
-def test_ppo_atari_lstm_recomputes_the_acting_log_probs_before_the_first_gradient_step(cell, tmp_path):
+def test_ppo_atari_lstm_recomputes_the_acting_log_probs_before_the_first_gradient_step(cell, run, tmp_path):
     ppo = load("ppo_atari_lstm.py")
     ppo.make_agent = sharpen(ppo.make_agent)
     calls = []
@@ -85,9 +84,8 @@ def test_ppo_atari_lstm_recomputes_the_acting_log_probs_before_the_first_gradien
     assert max((c["zeroed"] - c["logprobs"]).abs().max().item() for c in calls[1:]) > 100 * TOL
     if cell == "lstm":  # evaluate.py carries the state through whole games
         (run_dir,) = (tmp_path / "runs").iterdir()
-        proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "evaluate.py"), str(run_dir), "--episodes", "1",
-                               "--sample"],
-                              capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        proc = run("evaluate.py", str(run_dir), "--episodes", "1", "--sample", cwd=tmp_path, timeout=300,
+                   env={**os.environ, "OMP_NUM_THREADS": "1"})  # fmt: skip
         assert proc.returncode == 0, proc.stderr
         assert "Breakout-v5: ppo_atari_lstm.py checkpoint at step 768, sampled policy" in proc.stdout
 
