@@ -29,7 +29,7 @@ The contract between a trainer and ``scripts/evaluate.py`` (``TrainerScript``, `
 
 import os
 import random
-import tempfile
+import secrets
 import time
 import zlib
 from pathlib import Path
@@ -141,9 +141,12 @@ def save_checkpoint(path: PathLike, checkpoint: Mapping[str, Any]) -> Path:
     checkpoint = {k: v for k, v in checkpoint.items() if k != "crc32"}
     checkpoint["crc32"] = checksum(checkpoint)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    # The temporary file's name is chosen before it is created, so that an interrupt at any moment, even one between
+    # its creation and the ``try`` (where tempfile.mkstemp would leave it, unnamed to the handler), is cleaned up.
+    # os.open's mode is the run's files' (0666 less the umask), not mkstemp's private 0600.
+    tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
     try:
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 would make the checkpoint private, unlike the run's files
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
         with os.fdopen(fd, "wb") as f:
             writer = _Writer(f)
             try:
@@ -156,10 +159,11 @@ def save_checkpoint(path: PathLike, checkpoint: Mapping[str, Any]) -> Path:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except OSError as e:  # a full disk, a file size limit, a folder gone: the previous file is untouched
-        Path(tmp).unlink(missing_ok=True)
+        if not isinstance(e, FileExistsError):  # (that one: the name is another's, 1 in 2^48)
+            tmp.unlink(missing_ok=True)
         raise CheckpointWriteError(path, e) from e
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
     return path
 
@@ -190,12 +194,6 @@ class CheckpointWriteError(OSError):
 
     def __str__(self) -> str:
         return str(self.strerror)
-
-
-def _umask() -> int:
-    mask = os.umask(0)  # reading the umask means setting it: put it straight back
-    os.umask(mask)
-    return mask
 
 
 def checkpoint_path(path: PathLike) -> Path:

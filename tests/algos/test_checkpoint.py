@@ -7,8 +7,10 @@ the update-level check below shows nothing else in the trainer's state is lost.
 """
 
 import importlib.util
+import os
 import random
 import shutil
+import stat
 import struct
 import subprocess
 import sys
@@ -81,6 +83,30 @@ def test_save_is_atomic(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert load_checkpoint(path)["global_step"] == 1
     assert [p.name for p in tmp_path.iterdir()] == ["ckpt.pt"]  # no temp file left behind
+
+
+def test_ctrl_c_as_the_temporary_file_is_created_leaves_none(tmp_path, monkeypatch):
+    # Ctrl-C in the instant after the temporary file exists, before the writer holds it (bench_faults.py's
+    # ctrl_c_save once hit this with tempfile.mkstemp, whose file was left behind): it goes, the checkpoint stays.
+    path = tmp_path / "ckpt.pt"
+    good = make_checkpoint(script="x.py", env_id="e", args={}, global_step=1, iteration=1,
+                           models={"m": torch.nn.Linear(2, 2)})  # fmt: skip
+    save_checkpoint(path, good)
+    real_open = os.open
+
+    def open_then_interrupt(file, flags, *args, **kwargs):
+        os.close(real_open(file, flags, *args, **kwargs))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "open", open_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        save_checkpoint(path, {**good, "global_step": 2})
+    monkeypatch.undo()
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt.pt"] and load_checkpoint(path)["global_step"] == 1
+    # the file has the run's files' permissions (0666 less the umask), not a temporary file's private 0600
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask
 
 
 def test_a_write_that_fails_names_the_file_and_keeps_the_previous_one(tmp_path):
