@@ -314,18 +314,15 @@ def run_file(zygotes):
 @pytest.fixture(scope="session")
 def trainer_help(zygotes):
     """``trainer_help(script)``: the ``--help`` text of ``scripts/<script>`` at 250 columns, with a bare environment
-    (no terminal, ``PATH`` the system's), run once per session and script (forked from a ``Zygotes`` server, so ~1
-    s, not an import of torch, a call) and shared by the tests that read it."""
+    (no terminal, ``PATH`` the system's), run once per session and script (forked from a ``Zygotes`` server) and
+    shared by the tests that read it."""
     scripts = Path(__file__).resolve().parents[1] / "scripts"
     texts: dict[str, str] = {}
 
     def text(script: str) -> str:
         if script not in texts:
-            cmd = [sys.executable, str(scripts / script), "--help"]
             env = {"COLUMNS": "250", "PATH": "/usr/bin:/bin"}
-            proc = zygotes.run(cmd, ROOT, 120, env) if zygotes is not None else None
-            if proc is None:
-                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
+            proc = _run_python(zygotes, scripts / script, ["--help"], ROOT, 120, env)
             assert proc.returncode == 0, proc.stdout + proc.stderr
             texts[script] = proc.stdout
         return texts[script]
