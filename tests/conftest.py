@@ -164,6 +164,9 @@ def run_dir_of():
     return check
 
 
+zygote = _import_file(ROOT / "tests" / "zygote.py")  # the fork server's module: its READ_AFTER_LOAD
+
+
 class Zygotes:
     """Trainer runs forked from a server that has imported what ``scripts/`` imports (``tests/zygote.py``), one
     server per distinct environment (variables read as a library loads come from the server's): ~3 s less per run
@@ -171,9 +174,10 @@ class Zygotes:
     server that finds itself unsafe to fork (threads at a fork), with a warning. Tests of how a process
     starts (its imports, signals, ``exits_promptly``) start their own interpreters, not through this."""
 
-    UNREAD = {"PYTEST_CURRENT_TEST"}
-    """variables no library reads as it loads, left out of the key (pytest sets this one anew for each test; the
-    run still gets the value it has)"""
+    UNREAD = {"PYTEST_CURRENT_TEST", *zygote.READ_AFTER_LOAD}
+    """variables no library the server loads reads as it loads, left out of the key (pytest sets the first anew
+    for each test; the others this process picks up as its tests go, tests/zygote.py's READ_AFTER_LOAD, where a
+    server refuses to serve if it loaded their readers); the run still gets the value it has"""
 
     KEEP = 3
     """servers kept (~0.5 GB each), the least recently used stopped first"""

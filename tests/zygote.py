@@ -11,7 +11,9 @@ prints its traceback and gives 1), through the interpreter's normal exit (atexit
 What a fork cannot give, and how the fixture keeps it out: variables read when a library loads (libgomp's
 ``OMP_*``/``GOMP_*``, ``ATEN_CPU_CAPABILITY``, ``PYTHONPATH``, ...) come from this process's environment, so the
 fixture keeps one server per distinct environment and sends each run to the server started with the run's
-environment. A fork of a process with threads is unsafe (torch's OpenMP pool among them): this server checks it is
+environment. Only ``READ_AFTER_LOAD``'s variables are left out of that comparison: each is read by a module
+this server does not load (it checks so once loaded), so a child, which loads it, reads the run's own value.
+A fork of a process with threads is unsafe (torch's OpenMP pool among them): this server checks it is
 single-threaded at a fork once loaded and says so, and the fixture then starts plain subprocesses instead.
 
 Protocol, JSON lines over stdin/stdout: the server sends ``{"ready": true}`` (or ``{"ready": false, "why": ...}``)
@@ -35,6 +37,15 @@ import types
 from pathlib import Path
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+READ_AFTER_LOAD = {
+    "TORCHINDUCTOR_CACHE_DIR": "torch._inductor",  # set by torch.compile in the tests' own process
+    "MPLBACKEND": "matplotlib", "MPLCONFIGDIR": "matplotlib",  # set by importing envpool there
+    "MUJOCO_GL": "mujoco", "PYOPENGL_PLATFORM": "OpenGL",  # set by rlfast.render's first frame there
+    "WANDB_MODE": "wandb",
+    "PYGAME_HIDE_SUPPORT_PROMPT": "pygame",
+}  # fmt: skip
+"""variables (and the module that reads them as it loads) that the tests' process picks up as it goes, and that
+no module this server loads reads: the fixture leaves them out when it matches a run to a server"""
 
 
 def script_imports(folder: Path) -> list[str]:
@@ -133,6 +144,10 @@ def serve() -> None:
         caught.seek(0)
         preload_err = caught.read()
     added_env = {k: v for k, v in os.environ.items() if env_before.get(k) != v}  # rlfast's GOMP_SPINCOUNT
+    if loaded := sorted({m for m in READ_AFTER_LOAD.values() if m in sys.modules}):
+        why = f"loading the scripts' imports loaded {loaded}: a child would not read their variables (READ_AFTER_LOAD)"
+        send(replies, {"ready": False, "why": why})
+        return
     if (count := threads_at_fork()) != 1:
         send(replies, {"ready": False, "why": f"{count} threads at a fork after loading: a fork would not be safe"})
         return

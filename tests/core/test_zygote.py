@@ -74,3 +74,32 @@ def test_a_run_past_its_timeout_is_killed_and_raises(servers, tmp_path):
         os.kill(pid, 0)  # killed and reaped by the server
     proc = servers.run([sys.executable, str(script), "ok"], tmp_path, 60, dict(os.environ))
     assert proc.returncode == 0  # the server goes on
+
+
+def test_a_variable_read_after_loading_reaches_the_run_from_the_same_server(servers, tmp_path):
+    """MPLCONFIGDIR (tests/zygote.py's READ_AFTER_LOAD) does not pick a server: the run's own value reaches
+    matplotlib, which the child loads."""
+    script = tmp_path / "probe.py"
+    script.write_text("import matplotlib\nprint(matplotlib.get_configdir())\n")
+    seen, used = [], []
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        env = {**os.environ, "MPLCONFIGDIR": str(tmp_path / name)}
+        proc = servers.run([sys.executable, str(script)], tmp_path, 60, env)
+        assert proc is not None and proc.returncode == 0, proc and proc.stderr
+        seen.append(proc.stdout.strip())
+        used.append(servers.server(env))
+    assert seen == [str(tmp_path / "a"), str(tmp_path / "b")]
+    assert used[0] is used[1]
+
+
+def test_a_server_that_loaded_a_reader_of_those_variables_refuses(tmp_path):
+    """Were a module of READ_AFTER_LOAD loaded with the scripts' imports, its variables would come from the
+    server's environment: the server says so instead of serving (the fixture then starts plain interpreters)."""
+    (tmp_path / "sitecustomize.py").write_text("import sys, types\nsys.modules['matplotlib'] = types.ModuleType('m')\n")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    proc = subprocess.run([sys.executable, os.path.join(root, "tests", "zygote.py")], input=b"", capture_output=True,
+                          env=env, timeout=300)  # fmt: skip
+    reply = json.loads(proc.stdout.splitlines()[0])
+    assert reply["ready"] is False and "['matplotlib']" in reply["why"], reply
