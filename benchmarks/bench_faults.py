@@ -1,7 +1,7 @@
 """Fault injection for the trainers: killed at random moments, fed broken checkpoints, a full disk, Ctrl-C at bad
 moments. Each injection is checked against what rlfast promises, and the table says how each went.
 
-    python benchmarks/bench_faults.py                       # every fault, 5 injections each (~15 min, 2 cores)
+    python benchmarks/bench_faults.py                       # every fault, 5 injections each
     python benchmarks/bench_faults.py --repeats 1 --faults sigkill truncated   # some of them, once
 
 The trainer is ``ppo.py`` on CartPole-v1 (4 envs x 128 steps an iteration, ~0.5 s on 2 cores), each run its own
@@ -100,11 +100,23 @@ def run_dir(folder: Path) -> Path:
     return dirs[0]
 
 
+_references: dict[int, Path] = {}
+"""steps -> a finished ppo.py run of that many steps, made once per process (``a_run``)"""
+_keep = tempfile.TemporaryDirectory(prefix="fault_reference_")  # removed when this process ends
+
+
 def a_run(folder: Path, steps: int = 2048) -> Path:
-    """A finished ppo.py run of ``steps`` steps; its run dir."""
-    code, out = finished(trainer(folder, "--total-timesteps", str(steps)))
-    if code != 0:
-        raise RuntimeError(f"the reference run failed ({code}):\n{out}")
+    """A finished ppo.py run of ``steps`` steps in ``folder``; its run dir. The run is made once per process and
+    copied into each folder that asks (the flags and seed are always the same): a fault spoils only its copy."""
+    if steps not in _references:
+        made = Path(_keep.name) / str(steps)
+        made.mkdir()
+        code, out = finished(trainer(made, "--total-timesteps", str(steps)))
+        if code != 0:
+            raise RuntimeError(f"the reference run failed ({code}):\n{out}")
+        _references[steps] = run_dir(made)
+    source = _references[steps]
+    shutil.copytree(source, folder / "runs" / source.name)
     return run_dir(folder)
 
 

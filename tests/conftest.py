@@ -93,7 +93,7 @@ def load_script():
     return lambda name: _import_file(scripts / name, scripts)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def load_bench():
     """``load_bench("bench_dqn.py")``: a file of ``benchmarks/`` imported as a module (``_import_file``), with
     ``benchmarks/`` importable as when the script runs from there (its neighbours: ``speed_options``, ``trainers``,
