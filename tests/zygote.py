@@ -40,9 +40,9 @@ SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 READ_AFTER_LOAD = {
     "TORCHINDUCTOR_CACHE_DIR": "torch._inductor",  # set by torch.compile in the tests' own process
     "MPLBACKEND": "matplotlib", "MPLCONFIGDIR": "matplotlib",  # set by importing envpool there
-    "MUJOCO_GL": "mujoco", "PYOPENGL_PLATFORM": "OpenGL",  # set by rlfast.render's first frame there
-    "WANDB_MODE": "wandb",
-    "PYGAME_HIDE_SUPPORT_PROMPT": "pygame",
+    "MUJOCO_GL": "mujoco", "PYOPENGL_PLATFORM": "OpenGL",  # as rlfast.render draws its first frame (it, mujoco)
+    "WANDB_MODE": "wandb",  # by the tests of --track
+    "PYGAME_HIDE_SUPPORT_PROMPT": "pygame",  # by importing gymnasium
 }  # fmt: skip
 """variables (and the module that reads them as it loads) that the tests' process picks up as it goes, and that
 no module this server loads reads: the fixture leaves them out when it matches a run to a server"""
