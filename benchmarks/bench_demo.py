@@ -6,7 +6,9 @@ Each seed is the preset's command exactly as a user types it, run alone on all t
     python scripts/ppo_continuous.py --config configs/ant_cpu.toml --seed N --target-return 5000
 
 and the wall time is the command's, from its start (imports and env creation included) to the moment the
-20-episode mean of its training episodes first reaches the threshold (the trainer then stops). With
+20-episode mean of its training episodes first reaches the threshold. The trainer stops where its own check, the
+same mean at an iteration's end, holds: at that iteration's end, or later where the mean falls back under the
+threshold within it (its final policy, evaluated below, is then a later one than the time counts). With
 ``--peer rl_games`` the same seeds of rl_games' own EnvPool recipe for the task run the same way, one after
 the other on the same cores (benchmarks/peers/rlgames_demo.py says what it changes for a CPU; rl_games lives
 in its own environment: ``--peer-python``).

@@ -48,7 +48,7 @@ class RunArgs(Flags):
     """overwrite `checkpoint.pt` with the latest state every this many minutes (0: only at the end and on
     Ctrl-C), so a crash loses at most that much training"""
     target_return: Optional[float] = bounded(None)
-    """stop early once the mean return of the last 20 episodes reaches this"""
+    """stop early at the end of an iteration where the mean return of the last 20 episodes is at least this"""
     num_threads: Optional[int] = bounded(None, low=1, note="or left out")
     """env pool worker threads (None: min(cores, num_envs))"""
     torch_threads: Optional[int] = bounded(None, low=1, note="or left out")
