@@ -102,14 +102,16 @@ def run_dir(folder: Path) -> Path:
 
 _references: dict[int, Path] = {}
 """steps -> a finished ppo.py run of that many steps, made once per process (``a_run``)"""
-_keep = tempfile.TemporaryDirectory(prefix="fault_reference_")  # removed when this process ends
+_keep: list[tempfile.TemporaryDirectory] = []  # their folder, made on first use, removed when this process ends
 
 
 def a_run(folder: Path, steps: int = 2048) -> Path:
     """A finished ppo.py run of ``steps`` steps in ``folder``; its run dir. The run is made once per process and
     copied into each folder that asks (the flags and seed are always the same): a fault spoils only its copy."""
     if steps not in _references:
-        made = Path(_keep.name) / str(steps)
+        if not _keep:
+            _keep.append(tempfile.TemporaryDirectory(prefix="fault_reference_"))
+        made = Path(_keep[0].name) / str(steps)
         made.mkdir()
         code, out = finished(trainer(made, "--total-timesteps", str(steps)))
         if code != 0:
